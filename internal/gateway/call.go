@@ -1,0 +1,80 @@
+// Package gateway holds the one pipeline every tool call goes through:
+// identify → decide → execute → record. It depends only on the small
+// interfaces declared here; Docker, CEL and the audit files live elsewhere.
+package gateway
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
+
+// Kind says what sort of call an entry describes; it is the audit entry's `type`.
+type Kind string
+
+const (
+	KindCore     Kind = "core_tool" // read, write, patch, exec: act inside the sandbox
+	KindTool     Kind = "tool"      // plugin tools: handler runs on the host
+	KindHook     Kind = "hook"      // Claude Code hook gate/tap
+	KindEgress   Kind = "egress"    // outbound connection through the proxy
+	KindAdmin    Kind = "admin"     // admin API access (e.g. a refused token)
+	KindObserved Kind = "observed"  // what a transcript claims; never a decision
+)
+
+// Call is one tool invocation. Agent is set by the entry point from the
+// socket or token that carried the request, never from the payload.
+type Call struct {
+	ID      string          // assigned by the gateway
+	Agent   string          // identity, from the transport
+	Kind    Kind            // filled from the tool when empty
+	Tool    string          // tool name
+	Args    json.RawMessage // arguments as sent
+	Session string          // correlation hint from the caller
+	Parent  string          // correlation hint: the call that caused this one
+	Via     string          // entry point: admin, socket, mcp, hook …
+
+	// Facts resolved by the tool's Prepare before the decision; policy sees them.
+	Path    string   // normalised absolute path as the sandbox sees it
+	Command string   // exec: the shell command, when given as a string
+	Argv    []string // exec or plugin argv
+	Host    string   // egress
+	Port    int      // egress
+
+	// Detail carries type-specific facts for the audit entry (peer credentials,
+	// egress addresses …). Keys are JSON field names.
+	Detail map[string]any
+}
+
+// ArgsMap decodes Args for policy evaluation; non-object arguments yield nil.
+func (c *Call) ArgsMap() map[string]any {
+	var m map[string]any
+	if len(c.Args) == 0 || json.Unmarshal(c.Args, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// Decision is the outcome of policy for one call.
+type Decision struct {
+	Allow  bool
+	Rule   string // the rule that decided, e.g. "rules[2]" or "tools.allowlist"
+	Reason string
+}
+
+// Verdict renders the decision as it appears in the audit log.
+func (d Decision) Verdict() string {
+	if d.Allow {
+		return "allow"
+	}
+	return "deny"
+}
+
+// NewID returns a time-ordered, random call id: sortable by creation, unguessable.
+func NewID() string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixNano()))
+	_, _ = rand.Read(b[8:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,37 @@
+package gateway
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Phase of an audit entry: an allowed call is written twice — its decision,
+// durable before it runs, and its result when it ends. A denied call once.
+const (
+	PhaseDecision = "decision"
+	PhaseResult   = "result"
+)
+
+// Entry is one audit line. Field order is the order on disk; Prev and Hash are
+// filled by the audit writer, which owns the chain.
+type Entry struct {
+	TS         time.Time       `json:"ts"`
+	ID         string          `json:"id"`
+	Phase      string          `json:"phase"`
+	Agent      string          `json:"agent"`
+	Type       Kind            `json:"type"`
+	Tool       string          `json:"tool"`
+	Via        string          `json:"via,omitempty"`
+	Args       json.RawMessage `json:"args,omitempty"`
+	Decision   string          `json:"decision"`
+	Rule       string          `json:"rule,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	DurationMs *float64        `json:"durationMs,omitempty"`
+	ExitCode   *int            `json:"exitCode,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	Session    string          `json:"session,omitempty"`
+	Parent     string          `json:"parent,omitempty"`
+	Detail     map[string]any  `json:"detail,omitempty"`
+	Prev       string          `json:"prev"`
+	Hash       string          `json:"hash"`
+}

@@ -1,0 +1,187 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Snapshot is the configuration the pipeline runs on. A reload swaps the
+// whole snapshot at once; calls in flight keep the one they started with.
+type Snapshot struct {
+	Agents  map[string]AgentInfo
+	Tools   map[string]Tool // by name: core tools and plugin tools
+	Decider Decider
+}
+
+// DeniedError is returned for a call that policy (or identification) refused.
+type DeniedError struct{ Decision Decision }
+
+func (e *DeniedError) Error() string {
+	return fmt.Sprintf("denied by %s: %s", e.Decision.Rule, e.Decision.Reason)
+}
+
+// ErrAuditUnavailable means the decision could not be made durable, so the
+// call was refused without running.
+var ErrAuditUnavailable = errors.New("audit log unavailable: call refused")
+
+// Options are the gateway's collaborators.
+type Options struct {
+	Audit     AuditSink
+	Sandboxes Sandboxes
+	// BoundArgs shrinks arguments for the audit log (bodies to sizes, long
+	// strings cut, secrets redacted). Nil keeps them as sent.
+	BoundArgs func(json.RawMessage) json.RawMessage
+	Logger    *slog.Logger
+}
+
+// Gateway is the one pipeline.
+type Gateway struct {
+	opts  Options
+	state atomic.Pointer[Snapshot]
+	stats sync.Map // agent name → *AgentStats
+}
+
+// AgentStats counts an agent's calls since the gateway started.
+type AgentStats struct {
+	Calls   atomic.Uint64
+	Denials atomic.Uint64
+}
+
+// New returns a gateway running on the given snapshot.
+func New(opts Options, snap *Snapshot) *Gateway {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	g := &Gateway{opts: opts}
+	g.state.Store(snap)
+	return g
+}
+
+// Swap installs a new snapshot (config reload) and returns the old one.
+func (g *Gateway) Swap(snap *Snapshot) *Snapshot { return g.state.Swap(snap) }
+
+// Snapshot returns the configuration currently in force.
+func (g *Gateway) Snapshot() *Snapshot { return g.state.Load() }
+
+// Stats returns the counters of one agent.
+func (g *Gateway) Stats(agent string) *AgentStats {
+	s, _ := g.stats.LoadOrStore(agent, &AgentStats{})
+	return s.(*AgentStats)
+}
+
+// Handle runs one call through identify → decide → execute → record. Every
+// entry point calls it. The call's Agent must already be set from the
+// transport's identity.
+func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result, error) {
+	snap := g.state.Load()
+	start := time.Now()
+	call.ID = NewID()
+	tool, dec := g.decide(snap, call)
+	entry := g.entry(call, tool, dec)
+	if err := g.opts.Audit.Append(entry); err != nil {
+		g.opts.Logger.Error("audit append failed; call refused", "id", call.ID, "agent", call.Agent, "tool", call.Tool, "err", err)
+		return nil, fmt.Errorf("%w: %v", ErrAuditUnavailable, err)
+	}
+	stats := g.Stats(call.Agent)
+	stats.Calls.Add(1)
+	if !dec.Allow {
+		stats.Denials.Add(1)
+		return nil, &DeniedError{Decision: dec}
+	}
+
+	env := &RunEnv{Agent: snap.Agents[call.Agent], IO: io}
+	var res *Result
+	var err error
+	if tool.Kind() == KindCore && g.opts.Sandboxes != nil {
+		env.Sandbox, err = g.opts.Sandboxes.Sandbox(ctx, call.Agent)
+	}
+	if err == nil {
+		res, err = tool.Run(ctx, call, env)
+	}
+
+	result := g.entry(call, tool, dec)
+	result.Phase = PhaseResult
+	result.Args = nil // recorded with the decision
+	ms := float64(time.Since(start).Microseconds()) / 1000
+	result.DurationMs = &ms
+	if res != nil {
+		result.ExitCode = res.ExitCode
+		result.Error = res.Error
+	}
+	if err != nil {
+		result.Error = err.Error()
+	}
+	if aerr := g.opts.Audit.Append(result); aerr != nil {
+		// The call already ran and its decision is on record; the caller still
+		// gets the outcome, and the operator a loud log line.
+		g.opts.Logger.Error("audit append of result failed", "id", call.ID, "err", aerr)
+	}
+	return res, err
+}
+
+// Decide prepares and decides a call without running or recording it: the
+// dry run behind `policy eval` and replay.
+func (g *Gateway) Decide(call *Call) Decision {
+	_, dec := g.decide(g.state.Load(), call)
+	return dec
+}
+
+func (g *Gateway) decide(snap *Snapshot, call *Call) (Tool, Decision) {
+	agent, ok := snap.Agents[call.Agent]
+	if !ok {
+		return nil, Decision{Rule: "agent.unknown", Reason: fmt.Sprintf("unknown agent %q", call.Agent)}
+	}
+	if len(call.Args) > 0 && !json.Valid(call.Args) {
+		return nil, Decision{Rule: "args.invalid", Reason: "arguments are not valid JSON"}
+	}
+	tool, ok := snap.Tools[call.Tool]
+	if !ok {
+		return nil, Decision{Rule: "tool.unknown", Reason: fmt.Sprintf("unknown tool %q", call.Tool)}
+	}
+	if call.Kind == "" {
+		call.Kind = tool.Kind()
+	}
+	if err := tool.Prepare(call, agent); err != nil {
+		return tool, Decision{Rule: "args.invalid", Reason: err.Error()}
+	}
+	return tool, snap.Decider.Decide(call)
+}
+
+func (g *Gateway) entry(call *Call, tool Tool, dec Decision) *Entry {
+	kind := call.Kind
+	if kind == "" {
+		kind = KindTool
+	}
+	args := call.Args
+	if len(args) > 0 && !json.Valid(args) {
+		args, _ = json.Marshal(map[string]int{"invalidJSONBytes": len(args)})
+	}
+	if aa, ok := tool.(AuditArgs); ok && len(args) > 0 {
+		args = aa.AuditArgs(args)
+	}
+	if g.opts.BoundArgs != nil && len(args) > 0 {
+		args = g.opts.BoundArgs(args)
+	}
+	return &Entry{
+		TS:       time.Now().UTC(),
+		ID:       call.ID,
+		Phase:    PhaseDecision,
+		Agent:    call.Agent,
+		Type:     kind,
+		Tool:     call.Tool,
+		Via:      call.Via,
+		Args:     args,
+		Decision: dec.Verdict(),
+		Rule:     dec.Rule,
+		Reason:   dec.Reason,
+		Session:  call.Session,
+		Parent:   call.Parent,
+		Detail:   call.Detail,
+	}
+}

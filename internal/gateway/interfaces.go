@@ -1,0 +1,112 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"time"
+)
+
+// Decider is policy: it decides one prepared call. It must not block on I/O.
+type Decider interface {
+	Decide(call *Call) Decision
+}
+
+// AuditSink appends entries durably. Append returns only once the entry is
+// on stable storage; an error means the entry was not recorded.
+type AuditSink interface {
+	Append(e *Entry) error
+}
+
+// Tool is anything the gateway can run: a core tool, a plugin handler.
+// Adding a tool is implementing this and registering it; the pipeline never
+// switches on tool names.
+type Tool interface {
+	Name() string
+	Kind() Kind
+	// Prepare validates the arguments and fills the call's policy facts
+	// (Path, Argv …). An error is a bad request: the call is denied and recorded.
+	Prepare(call *Call, agent AgentInfo) error
+	// Run executes an allowed call. Output may stream to io; the Result
+	// carries what the caller gets back when it is not streamed.
+	Run(ctx context.Context, call *Call, env *RunEnv) (*Result, error)
+}
+
+// AuditArgs is implemented by tools whose arguments carry bodies that the
+// audit log must keep only as sizes (file contents, stdin).
+type AuditArgs interface {
+	AuditArgs(raw json.RawMessage) json.RawMessage
+}
+
+// AgentInfo is what tools need to know about the calling agent.
+type AgentInfo struct {
+	Name      string
+	Workspace string // the workspace as the sandbox sees it, e.g. /workspace
+	HostDir   string // the workspace directory on the host
+}
+
+// RunEnv is what a running tool may use.
+type RunEnv struct {
+	Agent   AgentInfo
+	Sandbox Sandbox  // nil for tools that do not touch the sandbox
+	IO      *Streams // nil when the caller wants a buffered result
+}
+
+// Streams connects a call to its caller while it runs.
+type Streams struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// Result is what a finished call returns.
+type Result struct {
+	ExitCode *int `json:"exitCode,omitempty"`
+	// Output is the tool-specific result body (read text, exec output …).
+	Output any    `json:"output,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Sandbox is one agent's isolated environment, as the core tools need it.
+type Sandbox interface {
+	// Exec runs argv inside the sandbox. It never goes through a shell
+	// unless argv names one.
+	Exec(ctx context.Context, spec *ExecSpec) (*ExecOutcome, error)
+	// ReadFile returns at most limit bytes of the file at an absolute path
+	// as the sandbox sees it; symlinks resolve inside the sandbox.
+	ReadFile(ctx context.Context, path string, limit int64) (*File, error)
+	// WriteFile atomically replaces the file at an absolute sandbox path,
+	// creating parent directories.
+	WriteFile(ctx context.Context, path string, data []byte) error
+}
+
+// ExecSpec describes one process to run in a sandbox.
+type ExecSpec struct {
+	Argv    []string
+	Cwd     string
+	Env     []string
+	Stdin   io.Reader
+	Stdout  io.Writer
+	Stderr  io.Writer
+	Timeout time.Duration // kills the whole process tree when reached
+	CallID  string        // exported to the process as TOOLGATE_CALL_ID
+}
+
+// ExecOutcome is how a sandbox process ended.
+type ExecOutcome struct {
+	ExitCode int
+	TimedOut bool
+}
+
+// File is a file read from a sandbox.
+type File struct {
+	Path string
+	Size int64 // full size on disk; Data may be shorter when limited
+	Mode uint32
+	Data []byte
+}
+
+// Sandboxes gives the sandbox of an agent, creating or restarting it when needed.
+type Sandboxes interface {
+	Sandbox(ctx context.Context, agent string) (Sandbox, error)
+}
