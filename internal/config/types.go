@@ -1,0 +1,88 @@
+// Package config loads and validates toolgate's YAML configuration.
+package config
+
+import "time"
+
+// Config is the whole configuration file (~/.toolgate/config.yaml).
+type Config struct {
+	Gateway  Gateway           `yaml:"gateway"`
+	Defaults Agent             `yaml:"defaults"` // applied to every agent before its own fields
+	Plugins  map[string]Plugin `yaml:"plugins"`
+	Agents   map[string]*Agent `yaml:"agents"`
+
+	// Home is the toolgate home directory the file was loaded for (not in YAML).
+	Home string `yaml:"-"`
+	// Path is the file the config was loaded from (not in YAML).
+	Path string `yaml:"-"`
+}
+
+// Gateway holds daemon-wide settings.
+type Gateway struct {
+	// Listen is an optional TCP address for the admin API (and MCP), e.g. 127.0.0.1:7433.
+	Listen string `yaml:"listen"`
+	// ClientBinary is the static toolgate-client mounted into sandboxes;
+	// default: next to the toolgate executable.
+	ClientBinary string `yaml:"clientBinary"`
+	Audit        Audit  `yaml:"audit"`
+}
+
+// Audit configures the audit log.
+type Audit struct {
+	Dir          string `yaml:"dir"`          // default HOME/logs
+	MaxFileBytes int64  `yaml:"maxFileBytes"` // rotate when exceeded; default 64 MiB
+	MaxArgBytes  int    `yaml:"maxArgBytes"`  // strings longer than this are cut; default 1024
+}
+
+// Agent is one agent: its sandbox, its tools and its rules.
+type Agent struct {
+	Image     string   `yaml:"image"`
+	Workspace string   `yaml:"workspace"` // host dir; default HOME/agents/NAME/workspace
+	User      string   `yaml:"user"`      // uid:gid inside the sandbox; default 1000:1000
+	Limits    Limits   `yaml:"limits"`
+	Core      Core     `yaml:"core"`
+	Tools     []string `yaml:"tools"` // plugin tool allowlist; default empty (deny)
+	Rules     []Rule   `yaml:"rules"`
+	// Default is the decision when no rule matches an enabled tool: allow (default) or deny.
+	Default string `yaml:"default"`
+}
+
+// Limits are the sandbox's resource limits.
+type Limits struct {
+	Memory      string        `yaml:"memory"`      // e.g. 512m; default 512m
+	CPUs        float64       `yaml:"cpus"`        // default 1
+	Pids        int64         `yaml:"pids"`        // default 256
+	ExecTimeout time.Duration `yaml:"execTimeout"` // default and ceiling for exec timeouts; default 10m
+	MaxOutput   int64         `yaml:"maxOutput"`   // bytes kept per stream; default 1 MiB
+	MaxReadFile int64         `yaml:"maxReadFile"` // bytes read returns at most; default 10 MiB
+	MaxWrite    int64         `yaml:"maxWrite"`    // bytes write/patch accept; default 64 MiB
+}
+
+// Core switches the core tools on or off; nil means on.
+type Core struct {
+	Read  *bool `yaml:"read"`
+	Write *bool `yaml:"write"`
+	Patch *bool `yaml:"patch"`
+	Exec  *bool `yaml:"exec"`
+}
+
+// Rule is a CEL expression with a decision. Exactly one of Deny and Allow is set.
+type Rule struct {
+	Name   string `yaml:"name"`
+	Deny   string `yaml:"deny"`
+	Allow  string `yaml:"allow"`
+	Reason string `yaml:"reason"`
+
+	// Line is where the rule starts in the file, for error messages (not in YAML).
+	Line int `yaml:"-"`
+}
+
+// Plugin declares a host-side tool handler.
+type Plugin struct {
+	Kind    string            `yaml:"kind"`    // command, builtin, mcp …
+	Command string            `yaml:"command"` // kind command: host executable
+	Args    []string          `yaml:"args"`    // fixed leading arguments
+	Cwd     string            `yaml:"cwd"`     // "workspace" maps the sandbox cwd to the host workspace
+	Env     map[string]string `yaml:"env"`     // values may hold {{secret:NAME}}
+	Timeout time.Duration     `yaml:"timeout"`
+	Builtin string            `yaml:"builtin"` // kind builtin: registered handler name (default: the plugin's name)
+}
