@@ -20,7 +20,10 @@ type Snapshot struct {
 }
 
 // DeniedError is returned for a call that policy (or identification) refused.
-type DeniedError struct{ Decision Decision }
+type DeniedError struct {
+	ID       string // the audit id of the refused call
+	Decision Decision
+}
 
 func (e *DeniedError) Error() string {
 	return fmt.Sprintf("denied by %s: %s", e.Decision.Rule, e.Decision.Reason)
@@ -92,7 +95,7 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 	stats.Calls.Add(1)
 	if !dec.Allow {
 		stats.Denials.Add(1)
-		return nil, &DeniedError{Decision: dec}
+		return nil, &DeniedError{ID: call.ID, Decision: dec}
 	}
 
 	env := &RunEnv{Agent: snap.Agents[call.Agent], IO: io}
@@ -184,4 +187,18 @@ func (g *Gateway) entry(call *Call, tool Tool, dec Decision) *Entry {
 		Parent:   call.Parent,
 		Detail:   call.Detail,
 	}
+}
+
+// Refuse records a request refused before it became a call (a bad token on
+// the admin API, a connection the egress guard dropped). The entry is
+// durable when Refuse returns nil.
+func (g *Gateway) Refuse(call *Call, dec Decision) error {
+	if call.ID == "" {
+		call.ID = NewID()
+	}
+	dec.Allow = false
+	if call.Agent != "" {
+		g.Stats(call.Agent).Denials.Add(1)
+	}
+	return g.opts.Audit.Append(g.entry(call, nil, dec))
 }

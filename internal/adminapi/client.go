@@ -1,0 +1,142 @@
+package adminapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/wire"
+)
+
+// SocketName is the admin socket inside the toolgate home.
+const SocketName = "admin.sock"
+
+// TokenFile holds the admin token the CLI presents (0600).
+const TokenFile = "admin.token"
+
+// ErrDaemonDown means nothing answers on the admin socket.
+var ErrDaemonDown = errors.New("the toolgate daemon is not running (start it with `toolgate serve`)")
+
+// Client talks to a running daemon.
+type Client struct {
+	http  *http.Client
+	base  string
+	token string
+}
+
+// Dial returns a client for the daemon of a toolgate home, over its Unix socket.
+func Dial(home string) (*Client, error) {
+	tok, err := os.ReadFile(filepath.Join(home, TokenFile))
+	if err != nil {
+		return nil, fmt.Errorf("reading the admin token: %w (run `toolgate init`)", err)
+	}
+	sock := filepath.Join(home, SocketName)
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}
+	return &Client{http: &http.Client{Transport: tr}, base: "http://toolgate", token: strings.TrimSpace(string(tok))}, nil
+}
+
+// Call runs a tool for an agent. With stdout/stderr set, output streams as
+// the tool produces it; otherwise the result carries it.
+func (c *Client) Call(ctx context.Context, agent, tool string, args any, stdout, stderr io.Writer) (*gateway.Result, error) {
+	body, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	req, err := c.request(ctx, http.MethodPost, "/v1/agents/"+agent+"/tools/"+tool+"/call", body)
+	if err != nil {
+		return nil, err
+	}
+	if stdout != nil {
+		req.Header.Set("Accept", wire.MediaNDJSON)
+	}
+	resp, err := c.do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, readError(resp)
+	}
+	if resp.Header.Get("Content-Type") == wire.MediaNDJSON {
+		return wire.ReadFrames(resp.Body, stdout, stderr)
+	}
+	var res gateway.Result
+	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+		return nil, fmt.Errorf("bad response from daemon: %w", err)
+	}
+	return &res, nil
+}
+
+// Agents lists the agents and their sandboxes.
+func (c *Client) Agents(ctx context.Context) ([]AgentStatus, error) {
+	var rows []AgentStatus
+	return rows, c.getJSON(ctx, http.MethodGet, "/v1/agents", nil, &rows)
+}
+
+// Eval asks the daemon's live policy for a dry-run decision.
+func (c *Client) Eval(ctx context.Context, req EvalRequest) (json.RawMessage, error) {
+	body, _ := json.Marshal(req)
+	var out json.RawMessage
+	return out, c.getJSON(ctx, http.MethodPost, "/v1/policy/eval", body, &out)
+}
+
+func (c *Client) getJSON(ctx context.Context, method, path string, body []byte, out any) error {
+	req, err := c.request(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return readError(resp)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func (c *Client) request(ctx context.Context, method, path string, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Content-Type", "application/json")
+	return req, nil
+}
+
+func (c *Client) do(req *http.Request) (*http.Response, error) {
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return nil, ErrDaemonDown
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+func readError(resp *http.Response) error {
+	var body struct {
+		Error *wire.Error `json:"error"`
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(b, &body) == nil && body.Error != nil {
+		return body.Error
+	}
+	return fmt.Errorf("daemon answered %s: %s", resp.Status, bytes.TrimSpace(b))
+}

@@ -1,0 +1,229 @@
+// Package adminapi is the gateway's admin HTTP API (served on a Unix socket
+// in the toolgate home and optionally on loopback TCP) and its Go client,
+// which the CLI uses. Every tool call it carries goes through the pipeline.
+package adminapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/auth"
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/wire"
+)
+
+// DefaultMaxBody bounds a request body: a write of the largest allowed file,
+// JSON-escaped, fits.
+const DefaultMaxBody = 160 << 20
+
+// AgentStatus is one row of `toolgate agents`.
+type AgentStatus struct {
+	Agent     string    `json:"agent"`
+	Container string    `json:"container"`
+	Image     string    `json:"image"`
+	State     string    `json:"state"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	Calls     uint64    `json:"calls"`
+	Denials   uint64    `json:"denials"`
+	Error     string    `json:"error,omitempty"`
+}
+
+// EvalRequest asks the daemon's policy for a dry-run decision.
+type EvalRequest struct {
+	Agent string          `json:"agent"`
+	Tool  string          `json:"tool"`
+	Args  json.RawMessage `json:"args"`
+}
+
+// Server serves the admin API.
+type Server struct {
+	Gateway *gateway.Gateway
+	Tokens  *auth.Store
+	// Status reports the agents' sandboxes.
+	Status func(ctx context.Context) ([]AgentStatus, error)
+	// Explain runs policy without executing, for `policy eval` against the live config.
+	Explain func(call *gateway.Call) any
+	MaxBody int64
+}
+
+// Handler returns the routes, each behind the admin token.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		wire.WriteJSON(w, map[string]string{"status": "ok"})
+	})
+	mux.Handle("POST /v1/agents/{agent}/tools/{tool}/call", s.admin(s.call))
+	mux.Handle("GET /v1/agents", s.admin(s.agents))
+	mux.Handle("POST /v1/policy/eval", s.admin(s.eval))
+	return mux
+}
+
+// admin wraps a route with admin-token authentication; a refused request is
+// recorded as a denied attempt with no agent.
+func (s *Server) admin(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reason := "missing bearer token"
+		if secret, ok := auth.BearerToken(r.Header.Get("Authorization")); ok {
+			if _, err := s.Tokens.Authenticate(secret, auth.ScopeAdmin); err == nil {
+				next(w, r)
+				return
+			}
+			reason = "invalid, expired or revoked token, or not of scope admin"
+		}
+		call := &gateway.Call{Kind: gateway.KindAdmin, Tool: r.Method + " " + r.URL.Path, Via: "admin",
+			Detail: map[string]any{"remote": r.RemoteAddr}}
+		if err := s.Gateway.Refuse(call, gateway.Decision{Rule: "auth.token", Reason: reason}); err != nil {
+			wire.WriteError(w, http.StatusServiceUnavailable, &wire.Error{Code: "unavailable", Message: err.Error()})
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate"`)
+		wire.WriteError(w, http.StatusUnauthorized, &wire.Error{Code: "unauthorized", Message: reason, ID: call.ID})
+	})
+}
+
+func (s *Server) call(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody()))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			wire.WriteError(w, http.StatusRequestEntityTooLarge, &wire.Error{Code: "too_large",
+				Message: "request body over the limit of " + byteSize(tooBig.Limit)})
+			return
+		}
+		wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Message: err.Error()})
+		return
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		body = []byte("{}")
+	}
+	call := &gateway.Call{
+		Agent:   r.PathValue("agent"),
+		Tool:    r.PathValue("tool"),
+		Args:    body,
+		Session: r.Header.Get("Toolgate-Session"),
+		Via:     "admin",
+	}
+	if r.Header.Get("Accept") != wire.MediaNDJSON {
+		res, err := s.Gateway.Handle(r.Context(), call, nil)
+		if err != nil {
+			status, e := wire.ErrorFor(err)
+			if e.ID == "" {
+				e.ID = call.ID
+			}
+			wire.WriteError(w, status, e)
+			return
+		}
+		w.Header().Set("Toolgate-Call-Id", call.ID)
+		wire.WriteJSON(w, res)
+		return
+	}
+	// Streamed: output frames as produced, then the result. The decision is
+	// known before any output, so denials still get a proper status.
+	streams := &lazyStreams{w: w, call: call}
+	res, err := s.Gateway.Handle(r.Context(), call, streams.streams())
+	if err != nil && !streams.started() {
+		var denied *gateway.DeniedError
+		if errors.As(err, &denied) || errors.Is(err, gateway.ErrAuditUnavailable) {
+			status, e := wire.ErrorFor(err)
+			wire.WriteError(w, status, e)
+			return
+		}
+	}
+	f := streams.start()
+	if err != nil {
+		_, e := wire.ErrorFor(err)
+		e.ID = call.ID
+		_ = f.Write(&wire.Frame{Error: e})
+		return
+	}
+	if res == nil {
+		res = &gateway.Result{}
+	}
+	_ = f.Write(&wire.Frame{Result: res})
+}
+
+// lazyStreams starts the streamed response on the first byte of output, so a
+// call refused before it runs can still answer with an error status.
+type lazyStreams struct {
+	w    http.ResponseWriter
+	call *gateway.Call
+	mu   sync.Mutex
+	fw   *wire.FrameWriter
+}
+
+func (l *lazyStreams) start() *wire.FrameWriter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fw == nil {
+		l.w.Header().Set("Toolgate-Call-Id", l.call.ID)
+		l.fw = wire.NewFrameWriter(l.w)
+	}
+	return l.fw
+}
+
+func (l *lazyStreams) started() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fw != nil
+}
+
+func (l *lazyStreams) streams() *gateway.Streams {
+	return &gateway.Streams{Stdout: lazyWriter{l, false}, Stderr: lazyWriter{l, true}}
+}
+
+type lazyWriter struct {
+	l      *lazyStreams
+	stderr bool
+}
+
+func (w lazyWriter) Write(p []byte) (int, error) {
+	s := w.l.start().Streams(nil)
+	if w.stderr {
+		return s.Stderr.Write(p)
+	}
+	return s.Stdout.Write(p)
+}
+
+func (s *Server) agents(w http.ResponseWriter, r *http.Request) {
+	rows, err := s.Status(r.Context())
+	if err != nil {
+		wire.WriteError(w, http.StatusBadGateway, &wire.Error{Code: "sandbox", Message: err.Error()})
+		return
+	}
+	for i := range rows {
+		st := s.Gateway.Stats(rows[i].Agent)
+		rows[i].Calls, rows[i].Denials = st.Calls.Load(), st.Denials.Load()
+	}
+	wire.WriteJSON(w, rows)
+}
+
+func (s *Server) eval(w http.ResponseWriter, r *http.Request) {
+	var req EvalRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Message: "malformed JSON: " + err.Error()})
+		return
+	}
+	call := &gateway.Call{Agent: req.Agent, Tool: req.Tool, Args: req.Args, Via: "admin"}
+	wire.WriteJSON(w, s.Explain(call))
+}
+
+func (s *Server) maxBody() int64 {
+	if s.MaxBody > 0 {
+		return s.MaxBody
+	}
+	return DefaultMaxBody
+}
+
+func byteSize(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b) + " bytes"
+}

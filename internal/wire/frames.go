@@ -1,0 +1,169 @@
+// Package wire is the framing shared by toolgate's HTTP APIs: JSON errors with
+// a stable code, and NDJSON frames for output that streams while a call runs.
+package wire
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+)
+
+// MediaNDJSON asks for a streamed response: one Frame per line.
+const MediaNDJSON = "application/x-ndjson"
+
+// Error is the body of every failed request and the error frame of a stream.
+type Error struct {
+	Code    string `json:"code"` // denied, unauthorized, bad_request, not_found, tool_error, unavailable …
+	Message string `json:"message"`
+	Rule    string `json:"rule,omitempty"`
+	ID      string `json:"id,omitempty"` // the audit id of the call, when there is one
+}
+
+func (e *Error) Error() string {
+	if e.Rule != "" {
+		return fmt.Sprintf("%s (%s): %s", e.Code, e.Rule, e.Message)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Frame is one line of a streamed response. Exactly one field is set.
+type Frame struct {
+	Stdout []byte          `json:"stdout,omitempty"`
+	Stderr []byte          `json:"stderr,omitempty"`
+	Result *gateway.Result `json:"result,omitempty"`
+	Error  *Error          `json:"error,omitempty"`
+}
+
+// FrameWriter writes frames to a streaming HTTP response, flushing each so
+// output reaches the caller as it is produced. Safe for concurrent use.
+type FrameWriter struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+	fl  http.Flusher
+	err error
+}
+
+// NewFrameWriter starts a streamed 200 response.
+func NewFrameWriter(w http.ResponseWriter) *FrameWriter {
+	w.Header().Set("Content-Type", MediaNDJSON)
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	return &FrameWriter{enc: json.NewEncoder(w), fl: fl}
+}
+
+// Write sends one frame.
+func (f *FrameWriter) Write(fr *Frame) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	if f.err = f.enc.Encode(fr); f.err == nil && f.fl != nil {
+		f.fl.Flush()
+	}
+	return f.err
+}
+
+// Streams returns stdout/stderr writers that become frames.
+func (f *FrameWriter) Streams(stdin io.Reader) *gateway.Streams {
+	return &gateway.Streams{
+		Stdin:  stdin,
+		Stdout: frameStream{f, false},
+		Stderr: frameStream{f, true},
+	}
+}
+
+type frameStream struct {
+	f      *FrameWriter
+	stderr bool
+}
+
+func (s frameStream) Write(p []byte) (int, error) {
+	b := append([]byte(nil), p...) // the caller may reuse p
+	fr := &Frame{Stdout: b}
+	if s.stderr {
+		fr = &Frame{Stderr: b}
+	}
+	if err := s.f.Write(fr); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// ReadFrames decodes a streamed response, copying output to stdout/stderr,
+// and returns the final result or the error frame.
+func ReadFrames(r io.Reader, stdout, stderr io.Writer) (*gateway.Result, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 64<<20)
+	for sc.Scan() {
+		var fr Frame
+		if err := json.Unmarshal(sc.Bytes(), &fr); err != nil {
+			return nil, fmt.Errorf("bad frame from gateway: %w", err)
+		}
+		switch {
+		case fr.Stdout != nil:
+			if _, err := stdout.Write(fr.Stdout); err != nil {
+				return nil, err
+			}
+		case fr.Stderr != nil:
+			if _, err := stderr.Write(fr.Stderr); err != nil {
+				return nil, err
+			}
+		case fr.Error != nil:
+			return nil, fr.Error
+		case fr.Result != nil:
+			return fr.Result, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("stream from gateway broken: %w", err)
+	}
+	return nil, errors.New("stream from gateway ended without a result (gateway restarted?)")
+}
+
+// WriteError sends err as a JSON error body with its HTTP status.
+func WriteError(w http.ResponseWriter, status int, e *Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(struct {
+		Error *Error `json:"error"`
+	}{e})
+}
+
+// WriteJSON sends v as a 200 JSON body.
+func WriteJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// ErrorFor maps a pipeline error to its wire error and HTTP status.
+func ErrorFor(err error) (int, *Error) {
+	var denied *gateway.DeniedError
+	var we *Error
+	switch {
+	case errors.As(err, &we):
+		return http.StatusBadGateway, we
+	case errors.As(err, &denied):
+		d := denied.Decision
+		e := &Error{Code: "denied", Message: d.Reason, Rule: d.Rule, ID: denied.ID}
+		switch d.Rule {
+		case "agent.unknown", "tool.unknown":
+			e.Code = "not_found"
+			return http.StatusNotFound, e
+		case "args.invalid":
+			e.Code = "bad_request"
+			return http.StatusBadRequest, e
+		}
+		return http.StatusForbidden, e
+	case errors.Is(err, gateway.ErrAuditUnavailable):
+		return http.StatusServiceUnavailable, &Error{Code: "unavailable", Message: err.Error()}
+	}
+	return http.StatusUnprocessableEntity, &Error{Code: "tool_error", Message: err.Error()}
+}

@@ -1,0 +1,39 @@
+# Shared set-up for the scripts: Debian packages, Go on PATH, a running dockerd.
+# Sourced, not run.
+
+export PATH="/usr/local/go/bin:$PATH"
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# ensure_packages PKG... installs the Debian packages that are missing.
+ensure_packages() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "installing: ${missing[*]}" >&2
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# ensure_dockerd starts the Docker Engine when nothing answers on its socket.
+ensure_dockerd() {
+  if docker info >/dev/null 2>&1; then return 0; fi
+  echo "starting dockerd" >&2
+  as_root sh -c 'nohup dockerd >/var/log/toolgate-dockerd.log 2>&1 &'
+  for _ in $(seq 1 60); do
+    docker info >/dev/null 2>&1 && return 0
+    sleep 1
+  done
+  echo "dockerd did not come up; see /var/log/toolgate-dockerd.log" >&2
+  tail -20 /var/log/toolgate-dockerd.log >&2 || true
+  return 1
+}
+
+# build puts toolgate and the static in-sandbox client into bin/.
+build() {
+  mkdir -p bin
+  go build -o bin/toolgate ./cmd/toolgate
+  CGO_ENABLED=0 go build -o bin/toolgate-client ./cmd/toolgate-client
+}

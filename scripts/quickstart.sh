@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The main job on a fresh Debian machine: installs Docker if needed, builds,
+# builds the sandbox image offline, runs the gateway with the demo agent,
+# makes a few calls (one denied by a rule) and shows the audit tail.
+# TOOLGATE_HOME defaults to ./.demo-home so it never touches ~/.toolgate.
+# Pass --keep to leave the gateway running afterwards.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+ensure_packages docker.io busybox-static
+ensure_dockerd
+build
+export TOOLGATE_HOME="${TOOLGATE_HOME:-$PWD/.demo-home}"
+tg=bin/toolgate
+step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+
+step toolgate init;            $tg init
+step toolgate config check;    $tg config check
+step toolgate sandbox image;   $tg sandbox image
+step toolgate serve;           $tg serve >"$TOOLGATE_HOME/serve.log" 2>&1 &
+serve=$!
+trap '[ "${1:-}" = --keep ] || kill $serve 2>/dev/null' EXIT
+for _ in $(seq 1 100); do [ -S "$TOOLGATE_HOME/admin.sock" ] && $tg agents >/dev/null 2>&1 && break; sleep 0.2; done
+$tg agents
+
+step "toolgate exec demo -- sh -c 'echo hi; exit 3'"
+$tg exec demo -- sh -c 'echo hi; exit 3' || echo "(exit status $?)"
+step "echo 'hello, sandbox' | toolgate write demo notes/a.txt"
+echo 'hello, sandbox' | $tg write demo notes/a.txt
+step toolgate patch demo notes/a.txt --old hello --new goodbye
+$tg patch demo notes/a.txt --old hello --new goodbye
+step toolgate read demo notes/a.txt
+$tg read demo notes/a.txt
+step "toolgate exec demo -c 'rm -rf /workspace'   # denied by a rule"
+$tg exec demo -c 'rm -rf /workspace' || echo "(exit status $? — denied)"
+step "toolgate policy eval --agent demo --tool exec --args '{\"command\":\"rm -rf /\"}'"
+$tg policy eval --agent demo --tool exec --args '{"command":"rm -rf /"}' || true
+step toolgate audit tail -n 12;  $tg audit tail -n 12
+step toolgate audit verify;      $tg audit verify
