@@ -1,0 +1,246 @@
+package coretools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+)
+
+// Exec is the `exec` core tool: run a command or an argv in the sandbox,
+// stdout and stderr kept apart, each capped at MaxOutput with a visible
+// marker, killed (the whole process tree) at the timeout.
+type Exec struct{ *shared }
+
+type execArgs struct {
+	Command *string           `json:"command"`
+	Argv    []string          `json:"argv"`
+	Cwd     string            `json:"cwd"`
+	Env     map[string]string `json:"env"`
+	Stdin   *string           `json:"stdin"`
+	Timeout json.RawMessage   `json:"timeout"`
+}
+
+// ExecOutput is the result body of `exec`. When the call streams its output
+// to the caller, Stdout and Stderr are empty here.
+type ExecOutput struct {
+	ExitCode  int    `json:"exitCode"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	TimedOut  bool   `json:"timedOut"`
+	Truncated bool   `json:"truncated"`
+}
+
+// TruncationMarker is appended to a stream cut at MaxOutput; %d is the
+// number of bytes dropped.
+const TruncationMarker = "\n…[toolgate: output truncated, %d bytes dropped]"
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func (*Exec) Name() string       { return "exec" }
+func (*Exec) Kind() gateway.Kind { return gateway.KindCore }
+
+// parse checks the arguments and returns the timeout to use, capped by the
+// agent's ExecTimeout.
+func (t *Exec) parse(raw json.RawMessage, agent string) (*execArgs, time.Duration, error) {
+	var a execArgs
+	if err := decodeArgs("exec", raw, &a); err != nil {
+		return nil, 0, err
+	}
+	switch {
+	case a.Command != nil && a.Argv != nil:
+		return nil, 0, fmt.Errorf("exec: give command or argv, not both")
+	case a.Command == nil && a.Argv == nil:
+		return nil, 0, fmt.Errorf("exec: command (a shell string) or argv (an array) is required")
+	case a.Command != nil && strings.TrimSpace(*a.Command) == "":
+		return nil, 0, fmt.Errorf("exec: command is empty")
+	case a.Command != nil && strings.IndexByte(*a.Command, 0) >= 0:
+		return nil, 0, fmt.Errorf("exec: command contains a NUL byte")
+	case a.Argv != nil && (len(a.Argv) == 0 || a.Argv[0] == ""):
+		return nil, 0, fmt.Errorf("exec: argv must start with a program name")
+	}
+	for i, s := range a.Argv {
+		if strings.IndexByte(s, 0) >= 0 {
+			return nil, 0, fmt.Errorf("exec: argv[%d] contains a NUL byte", i)
+		}
+	}
+	for k, v := range a.Env {
+		if !envName.MatchString(k) {
+			return nil, 0, fmt.Errorf("exec: env name %q is not valid (letters, digits and _, not starting with a digit)", k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return nil, 0, fmt.Errorf("exec: env %s contains a NUL byte", k)
+		}
+	}
+	ceiling := t.limitsOf(agent).ExecTimeout
+	timeout, err := parseTimeout(a.Timeout, ceiling)
+	if err != nil {
+		return nil, 0, fmt.Errorf("exec: %w", err)
+	}
+	return &a, timeout, nil
+}
+
+// parseTimeout accepts a Go duration string ("90s", "2m") or a number of
+// seconds; absent means the ceiling, more than the ceiling is capped.
+func parseTimeout(raw json.RawMessage, ceiling time.Duration) (time.Duration, error) {
+	if isNull(raw) {
+		return ceiling, nil
+	}
+	var d time.Duration
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return 0, fmt.Errorf("timeout: %v", err)
+		}
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, fmt.Errorf("timeout %q is neither a duration (e.g. \"30s\", \"2m\") nor a number of seconds", s)
+		}
+	} else {
+		var secs float64
+		if err := json.Unmarshal(raw, &secs); err != nil {
+			return 0, fmt.Errorf("timeout: want a duration string or a number of seconds, got %s", clip(string(raw)))
+		}
+		if secs >= ceiling.Seconds() { // also keeps the conversion below from overflowing
+			return ceiling, nil
+		}
+		d = time.Duration(secs * float64(time.Second))
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("timeout must be positive, got %s", raw)
+	}
+	return min(d, ceiling), nil
+}
+
+func (t *Exec) Prepare(call *gateway.Call, agent gateway.AgentInfo) error {
+	a, _, err := t.parse(call.Args, call.Agent)
+	if err != nil {
+		return err
+	}
+	cwd := a.Cwd
+	if cwd == "" {
+		cwd = "."
+	}
+	if call.Path, err = resolvePath("cwd", cwd, agent); err != nil {
+		return fmt.Errorf("exec: %w", err)
+	}
+	if a.Command != nil {
+		call.Command = *a.Command
+		call.Argv = []string{"/bin/sh", "-c", *a.Command}
+	} else {
+		call.Command = ""
+		call.Argv = a.Argv
+	}
+	return nil
+}
+
+func (t *Exec) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv) (*gateway.Result, error) {
+	a, timeout, err := t.parse(call.Args, call.Agent)
+	if err != nil {
+		return nil, err
+	}
+	if call.Path == "" || len(call.Argv) == 0 {
+		return nil, errNotPrepared
+	}
+	if env.Sandbox == nil {
+		return nil, errNoSandbox
+	}
+	spec := &gateway.ExecSpec{
+		Argv:    call.Argv,
+		Cwd:     call.Path,
+		Timeout: timeout,
+		CallID:  call.ID,
+	}
+	for k, v := range a.Env {
+		spec.Env = append(spec.Env, k+"="+v)
+	}
+	limit := t.limitsOf(call.Agent).MaxOutput
+	var stdout, stderr *capWriter
+	var outBuf, errBuf bytes.Buffer
+	if env.IO != nil && env.IO.Stdout != nil && env.IO.Stderr != nil {
+		mu := new(sync.Mutex) // the caller may hand us one writer for both streams
+		stdout = &capWriter{w: env.IO.Stdout, limit: limit, mu: mu}
+		stderr = &capWriter{w: env.IO.Stderr, limit: limit, mu: mu}
+	} else {
+		stdout = &capWriter{w: &outBuf, limit: limit, mu: new(sync.Mutex)}
+		stderr = &capWriter{w: &errBuf, limit: limit, mu: new(sync.Mutex)}
+	}
+	spec.Stdout, spec.Stderr = stdout, stderr
+	switch {
+	case a.Stdin != nil:
+		spec.Stdin = strings.NewReader(*a.Stdin)
+	case env.IO != nil && env.IO.Stdin != nil:
+		spec.Stdin = env.IO.Stdin
+	}
+	oc, err := env.Sandbox.Exec(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("exec: %w", err)
+	}
+	stdout.finish()
+	stderr.finish()
+	out := &ExecOutput{
+		ExitCode:  oc.ExitCode,
+		Stdout:    outBuf.String(),
+		Stderr:    errBuf.String(),
+		TimedOut:  oc.TimedOut,
+		Truncated: stdout.dropped > 0 || stderr.dropped > 0,
+	}
+	res := &gateway.Result{ExitCode: &out.ExitCode, Output: out}
+	var problems []string
+	if oc.TimedOut {
+		problems = append(problems, fmt.Sprintf("timed out after %s", timeout))
+	}
+	for _, w := range []*capWriter{stdout, stderr} {
+		if w.err != nil {
+			problems = append(problems, fmt.Sprintf("output stream failed: %v", w.err))
+			break
+		}
+	}
+	res.Error = strings.Join(problems, "; ")
+	return res, nil
+}
+
+// AuditArgs keeps the size of stdin, never its content.
+func (*Exec) AuditArgs(raw json.RawMessage) json.RawMessage {
+	return auditSized(raw, stringSize, "stdin")
+}
+
+// capWriter passes on at most limit bytes and counts the rest. It never
+// reports an error, so the process keeps running and its pipe keeps
+// draining after the cap (or after the caller went away).
+type capWriter struct {
+	w       io.Writer
+	limit   int64
+	mu      *sync.Mutex
+	n       int64 // bytes passed on
+	dropped int64
+	err     error // first error of w; nothing more is passed on after it
+}
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keep := min(int64(len(p)), max(c.limit-c.n, 0))
+	c.dropped += int64(len(p)) - keep
+	if keep > 0 && c.err == nil {
+		_, c.err = c.w.Write(p[:keep])
+	}
+	c.n += keep
+	return len(p), nil
+}
+
+// finish appends the truncation marker when bytes were dropped.
+func (c *capWriter) finish() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dropped > 0 && c.err == nil {
+		_, c.err = fmt.Fprintf(c.w, TruncationMarker, c.dropped)
+	}
+}
