@@ -1,0 +1,217 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+)
+
+// Limits of Bound beyond the string length.
+const (
+	maxDepth = 16  // deeper containers become a marker
+	maxItems = 256 // array items / object keys kept per container
+	redacted = "[REDACTED]"
+)
+
+// Bounder shrinks call arguments for the audit log: long strings are cut
+// with a visible marker, deep or huge structures are bounded, invalid UTF-8
+// is made valid, and known secret values are redacted. Safe for concurrent use.
+type Bounder struct {
+	maxString int
+	budget    int // total output bytes before further items are cut
+
+	mu       sync.Mutex // serialises AddSecrets
+	secrets  []string
+	replacer atomic.Pointer[strings.Replacer]
+}
+
+// NewBounder returns a Bounder cutting strings longer than maxString bytes.
+func NewBounder(maxString int) *Bounder {
+	maxString = max(maxString, 16)
+	return &Bounder{maxString: maxString, budget: max(64*maxString, 64<<10)}
+}
+
+// AddSecrets registers values that must never appear in the log. Values
+// shorter than 4 bytes are ignored: they would redact ordinary text.
+func (b *Bounder) AddSecrets(values ...string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, v := range values {
+		if len(v) >= 4 {
+			b.secrets = append(b.secrets, v)
+		}
+	}
+	// Longest first, so a secret containing another is redacted whole.
+	sort.Slice(b.secrets, func(i, j int) bool { return len(b.secrets[i]) > len(b.secrets[j]) })
+	pairs := make([]string, 0, 2*len(b.secrets))
+	for _, s := range b.secrets {
+		pairs = append(pairs, s, redacted)
+	}
+	b.replacer.Store(strings.NewReplacer(pairs...))
+}
+
+// Bound returns raw bounded; input that is not one JSON value becomes
+// {"invalidJSONBytes":N}.
+func (b *Bounder) Bound(raw json.RawMessage) json.RawMessage {
+	st := &boundState{b: b, rep: b.replacer.Load(), dec: json.NewDecoder(bytes.NewReader(raw))}
+	st.dec.UseNumber()
+	st.enc = json.NewEncoder(&st.out)
+	st.enc.SetEscapeHTML(false)
+	if err := st.value(0); err != nil {
+		return invalidJSON(raw)
+	}
+	if _, err := st.dec.Token(); err != io.EOF { // data after the value
+		return invalidJSON(raw)
+	}
+	return bytes.Clone(st.out.Bytes())
+}
+
+func invalidJSON(raw []byte) json.RawMessage {
+	out, _ := json.Marshal(map[string]int{"invalidJSONBytes": len(raw)})
+	return out
+}
+
+type boundState struct {
+	b   *Bounder
+	rep *strings.Replacer
+	dec *json.Decoder
+	enc *json.Encoder
+	out bytes.Buffer
+}
+
+// value copies one JSON value from the decoder to out, bounded.
+func (s *boundState) value(depth int) error {
+	tok, err := s.dec.Token()
+	if err != nil {
+		return err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		if depth >= maxDepth {
+			return s.skipDeep(t)
+		}
+		return s.container(t, depth)
+	case string:
+		s.str(t, true)
+	case json.Number:
+		if r := s.redact(string(t)); r != string(t) {
+			s.str(r, false)
+		} else {
+			s.out.WriteString(string(t))
+		}
+	case bool:
+		fmt.Fprint(&s.out, t)
+	case nil:
+		s.out.WriteString("null")
+	}
+	return nil
+}
+
+// skipDeep replaces a container past maxDepth, whose opening token is read,
+// with a marker.
+func (s *boundState) skipDeep(open json.Delim) error {
+	start := s.dec.InputOffset() - 1
+	for level := 1; level > 0; {
+		tok, err := s.dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			level++
+		case json.Delim('}'), json.Delim(']'):
+			level--
+		}
+	}
+	s.str(fmt.Sprintf("…[depth limit, cut %d bytes]", s.dec.InputOffset()-start), false)
+	return nil
+}
+
+func (s *boundState) container(open json.Delim, depth int) error {
+	obj := open == '{'
+	s.out.WriteByte(byte(open))
+	n, cut := 0, 0
+	for s.dec.More() {
+		if n >= maxItems || s.out.Len() >= s.b.budget {
+			if obj {
+				if _, err := s.dec.Token(); err != nil {
+					return err
+				}
+			}
+			var skip json.RawMessage
+			if err := s.dec.Decode(&skip); err != nil {
+				return err
+			}
+			cut++
+			continue
+		}
+		if n > 0 {
+			s.out.WriteByte(',')
+		}
+		if obj {
+			key, err := s.dec.Token()
+			if err != nil {
+				return err
+			}
+			k, _ := key.(string)
+			s.str(k, true)
+			s.out.WriteByte(':')
+		}
+		if err := s.value(depth + 1); err != nil {
+			return err
+		}
+		n++
+	}
+	if _, err := s.dec.Token(); err != nil { // the closing delimiter
+		return err
+	}
+	if cut > 0 {
+		if n > 0 {
+			s.out.WriteByte(',')
+		}
+		marker := fmt.Sprintf("…[cut %d items]", cut)
+		if obj {
+			s.str("…", false)
+			s.out.WriteByte(':')
+			marker = fmt.Sprintf("[cut %d keys]", cut)
+		}
+		s.str(marker, false)
+	}
+	if obj {
+		s.out.WriteByte('}')
+	} else {
+		s.out.WriteByte(']')
+	}
+	return nil
+}
+
+func (s *boundState) redact(v string) string {
+	if s.rep == nil {
+		return v
+	}
+	return s.rep.Replace(v)
+}
+
+// str writes v as a JSON string; with bound, redacted and cut first. The
+// decoder has already replaced invalid UTF-8 with U+FFFD, and cuts fall on
+// rune boundaries, so the output is valid UTF-8.
+func (s *boundState) str(v string, bound bool) {
+	if bound {
+		v = s.redact(v)
+		if len(v) > s.b.maxString {
+			keep := s.b.maxString
+			for keep > 0 && !utf8.RuneStart(v[keep]) {
+				keep--
+			}
+			v = fmt.Sprintf("%s…[cut %d bytes]", v[:keep], len(v)-keep)
+		}
+	}
+	_ = s.enc.Encode(v) // a string always encodes
+	s.out.Truncate(s.out.Len() - 1)
+}

@@ -1,0 +1,479 @@
+package audit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+)
+
+// File names inside the audit directory.
+const (
+	CurrentFile = "audit.jsonl"
+	// HeadFile holds the hash of the last committed line. It lets Open and
+	// Verify notice lines cut from the end of the log, which a hash chain alone
+	// cannot show. It is a local check only: an attacker who can also rewrite
+	// this file can hide a truncation; ship hashes off the box for more.
+	HeadFile      = "audit.head"
+	rotatedPrefix = "audit-"
+	rotatedSuffix = ".jsonl"
+	// Rotated names carry the UTC rotation time; fixed width, so they sort.
+	rotatedLayout = "20060102T150405.000000000Z"
+	maxBatch      = 1024
+)
+
+// ErrClosed is returned by Append after Close.
+var ErrClosed = errors.New("audit: writer closed")
+
+// Options tune a Writer.
+type Options struct {
+	// MaxFileBytes rotates audit.jsonl before a line would take it past this
+	// size; 0 never rotates.
+	MaxFileBytes int64
+	Logger       *slog.Logger
+}
+
+// Stats count a Writer's work; Entries/Syncs is the group-commit factor.
+type Stats struct {
+	Entries, Syncs, Rotations uint64
+}
+
+// Writer appends chained entries to DIR/audit.jsonl. One goroutine owns the
+// file: concurrent Appends queue up and are written as one batch with one
+// fsync, in the order they are chained.
+type Writer struct {
+	dir  string
+	opts Options
+	log  *slog.Logger
+
+	mu     sync.RWMutex // guards closed against sends on reqs
+	closed bool
+	reqs   chan *request
+	done   chan struct{}
+
+	// owned by the loop goroutine
+	f        *os.File
+	head     *os.File
+	size     int64
+	last     string
+	lastRot  time.Time
+	err      error // sticky: after a failed write nothing more is trusted
+	buf, enc bytes.Buffer
+	encoder  *json.Encoder
+
+	entries, syncs, rotations atomic.Uint64
+}
+
+type request struct {
+	e    *gateway.Entry
+	done chan error
+}
+
+var _ gateway.AuditSink = (*Writer)(nil)
+
+// Open opens (or creates) the audit log in dir, repairs a torn last line
+// left by a crash, and resumes the chain.
+func Open(dir string, opts Options) (*Writer, error) {
+	w := &Writer{dir: dir, opts: opts, log: opts.Logger, reqs: make(chan *request, maxBatch), done: make(chan struct{})}
+	if w.log == nil {
+		w.log = slog.Default()
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	if err := w.resume(); err != nil {
+		w.closeFiles()
+		return nil, err
+	}
+	w.encoder = json.NewEncoder(&w.enc)
+	w.encoder.SetEscapeHTML(false)
+	go w.loop()
+	return w, nil
+}
+
+func (w *Writer) resume() error {
+	var err error
+	if w.f, err = w.openCurrent(); err != nil {
+		return err
+	}
+	if w.size, w.last, err = repairTail(w.f, w.log); err != nil {
+		return err
+	}
+	rotated, err := rotatedFiles(w.dir)
+	if err != nil {
+		return err
+	}
+	if len(rotated) > 0 {
+		w.lastRot = rotationTime(rotated[len(rotated)-1])
+		if w.size == 0 { // crashed or rotated just before: chain on from the last file
+			if w.last, err = lastHashOf(rotated[len(rotated)-1]); err != nil {
+				return err
+			}
+		}
+	}
+	if w.head, err = os.OpenFile(filepath.Join(w.dir, HeadFile), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	head := readHead(w.head)
+	if head == "" || head == w.last {
+		return w.writeHead()
+	}
+	// The head lags the log after a crash (it is written after the fsync and
+	// not synced itself); then it is somewhere in the chain. If it is nowhere,
+	// lines were cut from the end: chain on from the head so the gap stays
+	// visible to Verify at the next line.
+	found, err := chainHas(w.dir, head)
+	if err != nil {
+		return err
+	}
+	if !found {
+		w.log.Error("audit log truncated: last committed entry is missing; the next line will show the gap",
+			"dir", w.dir, "head", head, "lastOnDisk", w.last)
+		w.last = head
+		return nil
+	}
+	return w.writeHead()
+}
+
+func (w *Writer) openCurrent() (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(w.dir, CurrentFile), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	if err := syncDir(w.dir); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// Append chains e, writes it and returns once it is fsync'ed. It sets e.Prev
+// and e.Hash. An error means the entry is not recorded.
+func (w *Writer) Append(e *gateway.Entry) error {
+	r := &request{e: e, done: make(chan error, 1)}
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		return ErrClosed
+	}
+	w.reqs <- r
+	w.mu.RUnlock()
+	return <-r.done
+}
+
+// Close waits for queued entries to be written and closes the files.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	close(w.reqs)
+	w.mu.Unlock()
+	<-w.done
+	return w.closeFiles()
+}
+
+// Stats returns the counters since Open.
+func (w *Writer) Stats() Stats {
+	return Stats{Entries: w.entries.Load(), Syncs: w.syncs.Load(), Rotations: w.rotations.Load()}
+}
+
+func (w *Writer) closeFiles() error {
+	var errs []error
+	for _, f := range []*os.File{w.f, w.head} {
+		if f != nil {
+			errs = append(errs, f.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (w *Writer) loop() {
+	defer close(w.done)
+	batch := make([]*request, 0, maxBatch)
+	for r := range w.reqs {
+		batch = append(batch[:0], r)
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case r, ok := <-w.reqs:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		w.commit(batch)
+	}
+}
+
+// commit writes one batch: one write and one fsync, plus one more of each
+// when the batch crosses a rotation.
+func (w *Writer) commit(batch []*request) {
+	pending := batch[:0:0]
+	reply := func(err error) {
+		for _, r := range pending {
+			r.done <- err
+		}
+		pending = pending[:0]
+	}
+	for _, r := range batch {
+		if w.err != nil {
+			r.done <- w.err
+			continue
+		}
+		w.enc.Reset()
+		if err := encodeLine(&w.enc, w.encoder, r.e, w.last); err != nil {
+			r.done <- err
+			continue
+		}
+		if w.opts.MaxFileBytes > 0 && w.size+int64(w.buf.Len()) > 0 &&
+			w.size+int64(w.buf.Len()+w.enc.Len()) > w.opts.MaxFileBytes {
+			err := w.flush()
+			reply(err)
+			if err == nil {
+				err = w.rotate()
+			}
+			if err != nil {
+				w.fail(err)
+				r.done <- w.err
+				continue
+			}
+		}
+		w.last = r.e.Hash
+		w.buf.Write(w.enc.Bytes())
+		pending = append(pending, r)
+	}
+	err := w.flush()
+	if err != nil {
+		w.fail(err)
+		err = w.err
+	}
+	reply(err)
+}
+
+func (w *Writer) fail(err error) {
+	if w.err == nil {
+		w.err = fmt.Errorf("audit: log failed, reopen to recover: %w", err)
+		w.log.Error("audit log write failed; refusing further entries", "dir", w.dir, "err", err)
+	}
+}
+
+func (w *Writer) flush() error {
+	if w.buf.Len() == 0 {
+		return nil
+	}
+	n, err := w.f.Write(w.buf.Bytes())
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if err != nil {
+		return err
+	}
+	w.size += int64(n)
+	w.entries.Add(uint64(bytes.Count(w.buf.Bytes(), []byte{'\n'})))
+	w.syncs.Add(1)
+	w.buf.Reset()
+	// After the fsync, so the head never names a line that is not durable.
+	return w.writeHead()
+}
+
+func (w *Writer) writeHead() error {
+	if _, err := w.head.WriteAt([]byte(fmt.Sprintf("%-*s\n", hashHexLen, w.last)), 0); err != nil {
+		return fmt.Errorf("audit: head: %w", err)
+	}
+	return nil
+}
+
+func readHead(f *os.File) string {
+	var b [hashHexLen + 1]byte
+	if n, _ := f.ReadAt(b[:], 0); n == len(b) && b[hashHexLen] == '\n' {
+		return strings.TrimSpace(string(b[:hashHexLen]))
+	}
+	return ""
+}
+
+// rotate renames the full file to audit-<UTC time>.jsonl and starts a new one;
+// the chain carries on through w.last.
+func (w *Writer) rotate() error {
+	t := time.Now().UTC()
+	if !t.After(w.lastRot) { // names must sort in order even if the clock steps back
+		t = w.lastRot.Add(time.Nanosecond)
+	}
+	err := w.f.Close()
+	w.f = nil
+	if err != nil {
+		return err
+	}
+	name := filepath.Join(w.dir, rotatedPrefix+t.Format(rotatedLayout)+rotatedSuffix)
+	if err := os.Rename(filepath.Join(w.dir, CurrentFile), name); err != nil {
+		return err
+	}
+	f, err := w.openCurrent()
+	if err != nil {
+		return err
+	}
+	w.f, w.size, w.lastRot = f, 0, t
+	w.rotations.Add(1)
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("audit: sync dir: %w", err)
+	}
+	return nil
+}
+
+// rotatedFiles lists the rotated files of dir, oldest first.
+func rotatedFiles(dir string) ([]string, error) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	var out []string
+	for _, de := range des {
+		if n := de.Name(); de.Type().IsRegular() && !rotationTime(n).IsZero() {
+			out = append(out, filepath.Join(dir, n))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// rotationTime parses a rotated file's name; zero for any other name.
+func rotationTime(path string) time.Time {
+	n := filepath.Base(path)
+	if !strings.HasPrefix(n, rotatedPrefix) || !strings.HasSuffix(n, rotatedSuffix) {
+		return time.Time{}
+	}
+	t, _ := time.Parse(rotatedLayout, n[len(rotatedPrefix):len(n)-len(rotatedSuffix)])
+	return t
+}
+
+// allFiles lists the log in chain order: rotated files, then audit.jsonl.
+func allFiles(dir string) ([]string, error) {
+	files, err := rotatedFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	return append(files, filepath.Join(dir, CurrentFile)), nil
+}
+
+// repairTail cuts a torn end off f: bytes after the last newline, and then
+// any last lines that are not valid entries (a crash can leave a line of
+// zeros). It returns the good size and the last good line's hash.
+func repairTail(f *os.File, log *slog.Logger) (int64, string, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, "", fmt.Errorf("audit: %w", err)
+	}
+	size, end := fi.Size(), fi.Size()
+	var hash string
+	for end > 0 {
+		start, line, err := lastLine(f, end)
+		if err != nil {
+			return 0, "", err
+		}
+		if complete := line[len(line)-1] == '\n'; complete {
+			if _, perr := parseLine(line[:len(line)-1]); perr == nil {
+				hash = lineHash(line[:len(line)-1])
+				break
+			}
+		}
+		end = start
+	}
+	if end < size {
+		log.Warn("audit: cut a torn or invalid end of the log", "file", f.Name(), "bytes", size-end, "keptBytes", end)
+		if err := f.Truncate(end); err != nil {
+			return 0, "", fmt.Errorf("audit: repair: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			return 0, "", fmt.Errorf("audit: repair: %w", err)
+		}
+	}
+	return end, hash, nil
+}
+
+// lastLine returns the line ending at end (with its newline, if it has one)
+// and its start offset.
+func lastLine(r io.ReaderAt, end int64) (int64, []byte, error) {
+	var line []byte // the bytes [pos, end)
+	for pos := end; pos > 0; {
+		n := min(64<<10, pos)
+		pos -= n
+		chunk := make([]byte, n)
+		if _, err := r.ReadAt(chunk, pos); err != nil {
+			return 0, nil, fmt.Errorf("audit: %w", err)
+		}
+		search := chunk
+		if pos+n == end { // the newline ending this line does not start it
+			search = chunk[:n-1]
+		}
+		if i := bytes.LastIndexByte(search, '\n'); i >= 0 {
+			return pos + int64(i) + 1, append(chunk[i+1:], line...), nil
+		}
+		line = append(chunk, line...)
+	}
+	return 0, line, nil
+}
+
+// lastHashOf returns the hash of a closed file's last line.
+func lastHashOf(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("audit: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return "", err
+	}
+	_, line, err := lastLine(f, fi.Size())
+	if err != nil {
+		return "", err
+	}
+	if _, err := parseLine(bytes.TrimSuffix(line, []byte{'\n'})); err != nil {
+		return "", fmt.Errorf("audit: last line of %s: %v (run audit verify)", path, err)
+	}
+	return lineHash(bytes.TrimSuffix(line, []byte{'\n'})), nil
+}
+
+// chainHas reports whether any line of the log has the given hash.
+func chainHas(dir, hash string) (bool, error) {
+	files, err := allFiles(dir)
+	if err != nil {
+		return false, err
+	}
+	want := []byte(hashKey + hash + "\"}\n")
+	for i := len(files) - 1; i >= 0; i-- {
+		data, err := os.ReadFile(files[i])
+		if err != nil {
+			return false, fmt.Errorf("audit: %w", err)
+		}
+		if bytes.Contains(data, want) {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,240 @@
+package audit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func entry(i int) *gateway.Entry {
+	return &gateway.Entry{
+		TS: time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC), ID: fmt.Sprintf("id%03d", i), Phase: gateway.PhaseDecision,
+		Agent: "demo", Type: gateway.KindCore, Tool: "exec",
+		Args:     json.RawMessage(fmt.Sprintf(`{"command":"echo %d <&>"}`, i)),
+		Decision: "allow", Rule: "default",
+	}
+}
+
+func open(t testing.TB, dir string, opts Options) *Writer {
+	t.Helper()
+	opts.Logger = quiet
+	w, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// write appends n entries numbered from first and closes the writer.
+func write(t testing.TB, dir string, opts Options, first, n int) {
+	t.Helper()
+	w := open(t, dir, opts)
+	for i := first; i < first+n; i++ {
+		if err := w.Append(entry(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func verifyOK(t *testing.T, dir string, entries int) *VerifyReport {
+	t.Helper()
+	rep, err := Verify(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Fatalf("verify: %v", rep.Bad)
+	}
+	if rep.Entries != entries {
+		t.Fatalf("verify counted %d entries, want %d", rep.Entries, entries)
+	}
+	return rep
+}
+
+func lines(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.SplitAfter(string(data), "\n")
+}
+
+func TestAppendChainsAndSetsHash(t *testing.T) {
+	dir := t.TempDir()
+	w := open(t, dir, Options{})
+	a, b := entry(1), entry(2)
+	if err := w.Append(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(b); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if a.Prev != "" || len(a.Hash) != 64 || b.Prev != a.Hash {
+		t.Fatalf("chain: a.prev=%q a.hash=%q b.prev=%q", a.Prev, a.Hash, b.Prev)
+	}
+	ls := lines(t, filepath.Join(dir, CurrentFile))
+	if !strings.HasSuffix(ls[0], `"hash":"`+a.Hash+"\"}\n") || !strings.Contains(ls[0], `<&>`) {
+		t.Fatalf("line 1 = %s", ls[0])
+	}
+	verifyOK(t, dir, 2)
+	// Reopening resumes the chain.
+	write(t, dir, Options{}, 3, 1)
+	verifyOK(t, dir, 3)
+}
+
+func TestRotationKeepsChain(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{MaxFileBytes: 1500}
+	write(t, dir, opts, 0, 20)
+	write(t, dir, opts, 20, 20) // across a reopen too
+	rep := verifyOK(t, dir, 40)
+	rotated, _ := rotatedFiles(dir)
+	if rep.Files != len(rotated)+1 || len(rotated) < 5 {
+		t.Fatalf("files=%d rotated=%d", rep.Files, len(rotated))
+	}
+	for _, p := range rotated {
+		if fi, _ := os.Stat(p); fi.Size() > opts.MaxFileBytes {
+			t.Errorf("%s is %d bytes, over the limit", p, fi.Size())
+		}
+	}
+	var ids []string
+	if err := Query(dir, Filter{}, func(e *gateway.Entry) error { ids = append(ids, e.ID); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 40 || ids[0] != "id000" || ids[39] != "id039" {
+		t.Fatalf("query order: %v", ids)
+	}
+}
+
+func TestCrashBetweenRotateAndCreate(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, Options{}, 0, 3)
+	// The rename happened, the new audit.jsonl did not.
+	os.Rename(filepath.Join(dir, CurrentFile), filepath.Join(dir, "audit-20240101T000000.000000000Z.jsonl"))
+	verifyOK(t, dir, 3)
+	write(t, dir, Options{}, 3, 2)
+	verifyOK(t, dir, 5)
+}
+
+func TestTornTailRepairedOnOpen(t *testing.T) {
+	for name, tail := range map[string]string{
+		"no newline":      `{"ts":"2026-01-01T00:00:00Z","id":"x","pha`,
+		"zeros":           strings.Repeat("\x00", 300) + "\n",
+		"zeros then torn": strings.Repeat("\x00", 10) + "\n" + `{"ts"`,
+		"garbage line":    "not json\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			write(t, dir, Options{}, 0, 5)
+			path := filepath.Join(dir, CurrentFile)
+			good, _ := os.ReadFile(path)
+			f, _ := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+			f.WriteString(tail)
+			f.Close()
+			if rep, _ := Verify(dir); rep.OK() || rep.Bad.Line != 6 {
+				t.Fatalf("torn tail not reported at line 6: %+v", rep.Bad)
+			}
+			write(t, dir, Options{}, 5, 1)
+			verifyOK(t, dir, 6)
+			if data, _ := os.ReadFile(path); !strings.HasPrefix(string(data), string(good)) {
+				t.Fatal("repair changed good lines")
+			}
+		})
+	}
+}
+
+func TestConcurrentAppends(t *testing.T) {
+	dir := t.TempDir()
+	w := open(t, dir, Options{MaxFileBytes: 16 << 10})
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for i := range 200 {
+		wg.Go(func() { errs <- w.Append(entry(i)) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := w.Stats()
+	w.Close()
+	if st.Entries != 200 || st.Syncs == 0 || st.Syncs > 200 {
+		t.Fatalf("stats %+v", st)
+	}
+	verifyOK(t, dir, 200)
+	seen := map[string]bool{}
+	Query(dir, Filter{}, func(e *gateway.Entry) error { seen[e.ID] = true; return nil })
+	if len(seen) != 200 {
+		t.Fatalf("%d distinct ids on disk, want 200", len(seen))
+	}
+}
+
+func TestAppendAfterClose(t *testing.T) {
+	w := open(t, t.TempDir(), Options{})
+	w.Close()
+	if err := w.Append(entry(1)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Append after Close: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestOpenFailsWhenDirUnusable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o600)
+	if _, err := Open(filepath.Join(file, "logs"), Options{Logger: quiet}); err == nil {
+		t.Fatal("Open under a regular file succeeded")
+	}
+	if os.Geteuid() != 0 { // root writes anyway
+		ro := t.TempDir()
+		os.Chmod(ro, 0o500)
+		defer os.Chmod(ro, 0o700)
+		if _, err := Open(ro, Options{Logger: quiet}); err == nil {
+			t.Fatal("Open in a read-only dir succeeded")
+		}
+	}
+}
+
+func TestAppendFailsClosed(t *testing.T) {
+	dir := t.TempDir()
+	w := open(t, dir, Options{})
+	if err := w.Append(entry(0)); err != nil {
+		t.Fatal(err)
+	}
+	// Make the file unwritable under the writer: writes now fail as on a
+	// full or broken disk. No Append is in flight, so the swap is safe.
+	ro, err := os.Open(filepath.Join(dir, CurrentFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.f.Close()
+	w.f = ro
+	for i := 1; i <= 2; i++ { // the failure is sticky
+		if err := w.Append(entry(i)); err == nil {
+			t.Fatalf("append %d succeeded on an unwritable file", i)
+		}
+	}
+	w.Close()
+	write(t, dir, Options{}, 3, 1) // reopening recovers
+	verifyOK(t, dir, 2)
+}
