@@ -1,0 +1,50 @@
+// Package client is the in-sandbox toolgate client: the static binary
+// mounted at /tools/toolgate-client. It is the sandbox's init and wraps
+// every exec so a call's whole process tree can be timed out or killed.
+package client
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// command is one subcommand; later issues add launchers and hooks here.
+type command struct {
+	summary string
+	run     func(args []string, stderr io.Writer) int
+}
+
+var commands = map[string]command{
+	"init": {"PID 1 of the sandbox: reap zombies, forward SIGTERM", cmdInit},
+	"run":  {"run --timeout D --call ID -- ARGV: run ARGV in its own process group", cmdRun},
+	"kill": {"kill --call ID: SIGKILL the process group of a running call", cmdKill},
+}
+
+// Main runs the subcommand named by args[0] and returns the exit code.
+func Main(args []string) int {
+	if len(args) == 0 {
+		usage(os.Stderr)
+		return 2
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "toolgate-client: unknown command %q\n", args[0])
+		usage(os.Stderr)
+		return 2
+	}
+	return c.run(args[1:], os.Stderr)
+}
+
+func usage(w io.Writer) {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, "usage: toolgate-client COMMAND [ARGS]")
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-5s %s\n", n, commands[n].summary)
+	}
+}

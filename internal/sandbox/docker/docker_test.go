@@ -1,0 +1,544 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/sandbox"
+)
+
+// Shared by the Docker tests; set up once in TestMain.
+var (
+	testMgr     *Manager
+	testImage   string
+	testClient  string // host path of the static toolgate-client
+	testPrefix  string // unique agent-name prefix of this run
+	testTmp     string
+	dockerError error // why Docker tests are skipped
+)
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	ctx := context.Background()
+	var err error
+	if testTmp, err = os.MkdirTemp("", "toolgate-docker-test-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(testTmp)
+	testPrefix = fmt.Sprintf("t%d-", os.Getpid())
+	testImage = "toolgate/sandbox:test-" + fmt.Sprint(os.Getpid())
+
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	testMgr, dockerError = New(pctx, Options{})
+	cancel()
+	if dockerError != nil {
+		if os.Getenv("TOOLGATE_REQUIRE_DOCKER") == "1" {
+			fmt.Fprintln(os.Stderr, "TOOLGATE_REQUIRE_DOCKER=1:", dockerError)
+			return 1
+		}
+		return m.Run()
+	}
+	defer testMgr.Close()
+	if err := setupDocker(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "docker test setup:", err)
+		return 1
+	}
+	defer cleanupDocker(ctx)
+	return m.Run()
+}
+
+func setupDocker(ctx context.Context) error {
+	testClient = filepath.Join(testTmp, "toolgate-client")
+	build := exec.Command("go", "build", "-o", testClient, "github.com/toolgate/toolgate/cmd/toolgate-client")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building toolgate-client: %v\n%s", err, out)
+	}
+	_, err := testMgr.BuildDefaultImage(ctx, testImage, true)
+	return err
+}
+
+// cleanupDocker removes every container of this run, then the test image.
+func cleanupDocker(ctx context.Context) {
+	cli := testMgr.Client()
+	res, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", LabelManaged+"=true")})
+	if err == nil {
+		for _, c := range res.Items {
+			if strings.HasPrefix(c.Labels[LabelAgent], testPrefix) {
+				_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+			}
+		}
+	}
+	_, _ = cli.ImageRemove(ctx, testImage, client.ImageRemoveOptions{Force: true})
+}
+
+// needDocker skips when the Engine is unreachable (fails under TOOLGATE_REQUIRE_DOCKER=1).
+func needDocker(t testing.TB) {
+	t.Helper()
+	if dockerError != nil {
+		if os.Getenv("TOOLGATE_REQUIRE_DOCKER") == "1" {
+			t.Fatal(dockerError)
+		}
+		t.Skip(dockerError)
+	}
+}
+
+// newAgent ensures a fresh sandbox for a test-unique agent.
+func newAgent(t testing.TB, mutate ...func(*sandbox.AgentSpec)) (sandbox.AgentSpec, *Sandbox) {
+	t.Helper()
+	needDocker(t)
+	name := testPrefix + strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	spec := sandbox.AgentSpec{
+		Agent:        name,
+		Image:        testImage,
+		Workspace:    filepath.Join(testTmp, "agents", name, "workspace"),
+		User:         "1000:1000",
+		Memory:       256 << 20,
+		CPUs:         1,
+		Pids:         128,
+		ClientBinary: testClient,
+	}
+	for _, f := range mutate {
+		f(&spec)
+	}
+	sb, err := testMgr.Ensure(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = testMgr.Remove(context.Background(), name) })
+	return spec, sb
+}
+
+type execResult struct {
+	stdout, stderr string
+	out            *gateway.ExecOutcome
+	err            error
+}
+
+func run(ctx context.Context, sb gateway.Sandbox, spec gateway.ExecSpec) execResult {
+	var o, e bytes.Buffer
+	spec.Stdout, spec.Stderr = &o, &e
+	out, err := sb.Exec(ctx, &spec)
+	return execResult{o.String(), e.String(), out, err}
+}
+
+func mustRun(t *testing.T, sb gateway.Sandbox, argv ...string) execResult {
+	t.Helper()
+	r := run(context.Background(), sb, gateway.ExecSpec{Argv: argv})
+	if r.err != nil {
+		t.Fatalf("%q: %v", argv, r.err)
+	}
+	return r
+}
+
+func inspect(t *testing.T, id string) container.InspectResponse {
+	t.Helper()
+	res, err := testMgr.Client().ContainerInspect(context.Background(), id, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Container
+}
+
+func TestSecurityDefaults(t *testing.T) {
+	spec, sb := newAgent(t)
+	c := inspect(t, sb.ContainerID())
+	hc := c.HostConfig
+	checks := []struct {
+		name string
+		ok   bool
+		got  any
+	}{
+		{"network none", hc.NetworkMode == "none", hc.NetworkMode},
+		{"cap drop ALL", len(hc.CapDrop) == 1 && hc.CapDrop[0] == "ALL", hc.CapDrop},
+		{"no cap add", len(hc.CapAdd) == 0, hc.CapAdd},
+		{"readonly rootfs", hc.ReadonlyRootfs, hc.ReadonlyRootfs},
+		{"no-new-privileges", len(hc.SecurityOpt) == 1 && hc.SecurityOpt[0] == "no-new-privileges", hc.SecurityOpt},
+		{"not privileged", !hc.Privileged, hc.Privileged},
+		{"memory", hc.Memory == spec.Memory, hc.Memory},
+		{"cpus", hc.NanoCPUs == 1e9, hc.NanoCPUs},
+		{"pids", hc.PidsLimit != nil && *hc.PidsLimit == spec.Pids, hc.PidsLimit},
+		{"user", c.Config.User == "1000:1000", c.Config.User},
+		{"tmpfs /tmp", strings.Contains(hc.Tmpfs["/tmp"], "size=64m"), hc.Tmpfs},
+		{"labels", c.Config.Labels[LabelManaged] == "true" && c.Config.Labels[LabelAgent] == spec.Agent && c.Config.Labels[LabelSpec] != "", c.Config.Labels},
+		{"name", c.Name == "/"+NamePrefix+spec.Agent, c.Name},
+		{"init command", strings.Join(append([]string{c.Path}, c.Args...), " ") == "/tools/toolgate-client init", c.Path},
+	}
+	for _, ch := range checks {
+		if !ch.ok {
+			t.Errorf("%s: got %v", ch.name, ch.got)
+		}
+	}
+	mounts := map[string]bool{}
+	for _, m := range c.Mounts {
+		mounts[m.Destination] = m.RW
+	}
+	for dst, rw := range map[string]bool{"/workspace": true, "/tools/toolgate-client": false, "/tools/bin": false} {
+		if got, ok := mounts[dst]; !ok || got != rw {
+			t.Errorf("mount %s: present=%v rw=%v, want rw=%v", dst, ok, got, rw)
+		}
+	}
+	// And as the process sees it.
+	r := mustRun(t, sb, "id", "-u")
+	if strings.TrimSpace(r.stdout) != "1000" {
+		t.Errorf("id -u = %q", r.stdout)
+	}
+	r = mustRun(t, sb, "touch", "/newfile")
+	if r.out.ExitCode == 0 || !strings.Contains(r.stderr, "Read-only") {
+		t.Errorf("touch /newfile: exit %d, %q", r.out.ExitCode, r.stderr)
+	}
+	if fi, err := os.Stat(spec.ToolsBinDir()); err != nil || !fi.IsDir() {
+		t.Errorf("tools/bin dir on the host: %v", err)
+	}
+}
+
+func TestEnsureReattachesAcrossManagers(t *testing.T) {
+	spec, sb := newAgent(t)
+	mustRun(t, sb, "sh", "-c", "echo kept > /workspace/kept.txt")
+
+	m2, err := New(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	sb2, err := m2.Ensure(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb2.ContainerID() != sb.ContainerID() {
+		t.Fatalf("second manager created %s, want re-attach to %s", sb2.ContainerID(), sb.ContainerID())
+	}
+	m2.SetSpecs([]sandbox.AgentSpec{spec})
+	st, err := m2.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 1 || st[0].ContainerID != sb.ContainerID() || st[0].State != "running" || st[0].StartedAt.IsZero() || st[0].Image != spec.Image {
+		t.Fatalf("status: %+v", st)
+	}
+
+	// A changed spec recreates the container over the same workspace.
+	spec.Memory = 300 << 20
+	sb3, err := m2.Ensure(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb3.ContainerID() == sb.ContainerID() {
+		t.Fatal("spec changed but the container was re-attached")
+	}
+	r := mustRun(t, sb3, "cat", "/workspace/kept.txt")
+	if r.stdout != "kept\n" {
+		t.Fatalf("workspace after recreate: %q", r.stdout)
+	}
+}
+
+func TestRecreatedAfterKill(t *testing.T) {
+	spec, sb := newAgent(t)
+	ctx := context.Background()
+	mustRun(t, sb, "sh", "-c", "echo before > /workspace/f")
+	if _, err := testMgr.Client().ContainerKill(ctx, sb.ContainerID(), client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		t.Fatal(err)
+	}
+	waitNotRunning(t, sb.ContainerID())
+
+	testMgr.SetSpecs([]sandbox.AgentSpec{spec})
+	got, err := testMgr.Sandbox(ctx, spec.Agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mustRun(t, got.(*Sandbox), "cat", "/workspace/f")
+	if r.out.ExitCode != 0 || r.stdout != "before\n" {
+		t.Fatalf("after kill: exit %d, %q %q", r.out.ExitCode, r.stdout, r.stderr)
+	}
+	if !inspect(t, sb.ContainerID()).State.Running {
+		t.Fatal("container not running after the call")
+	}
+
+	// Removed outright: Ensure creates a new one.
+	if err := testMgr.Remove(ctx, spec.Agent); err != nil {
+		t.Fatal(err)
+	}
+	old := sb.ContainerID()
+	r = mustRun(t, sb, "cat", "/workspace/f")
+	if r.stdout != "before\n" || sb.ContainerID() == old {
+		t.Fatalf("after remove: %q, id %s (old %s)", r.stdout, sb.ContainerID(), old)
+	}
+}
+
+func waitNotRunning(t *testing.T, id string) {
+	t.Helper()
+	w := testMgr.Client().ContainerWait(context.Background(), id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	select {
+	case <-w.Result:
+	case err := <-w.Error:
+		t.Fatal(err)
+	}
+}
+
+func TestExec(t *testing.T) {
+	_, sb := newAgent(t)
+	tests := []struct {
+		name           string
+		spec           gateway.ExecSpec
+		code           int
+		stdout, stderr string
+	}{
+		{"exit code and streams", gateway.ExecSpec{Argv: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}}, 3, "out\n", "err\n"},
+		{"argv is not a shell", gateway.ExecSpec{Argv: []string{"echo", "$(id)", "a b", `"q'`}}, 0, "$(id) a b \"q'\n", ""},
+		{"stdin", gateway.ExecSpec{Argv: []string{"sh", "-c", "wc -c; cat >/dev/null"}, Stdin: strings.NewReader(strings.Repeat("x", 100000))}, 0, "100000\n", ""},
+		{"cwd and env", gateway.ExecSpec{Argv: []string{"sh", "-c", "pwd; echo $FOO; echo $TOOLGATE_CALL_ID"}, Cwd: "/tmp", Env: []string{"FOO=bar"}, CallID: "call-1"}, 0, "/tmp\nbar\ncall-1\n", ""},
+		{"signal exit", gateway.ExecSpec{Argv: []string{"sh", "-c", "kill -TERM $$"}}, 128 + 15, "", ""},
+		{"not found", gateway.ExecSpec{Argv: []string{"no-such-command"}}, 127, "", "toolgate-client run: exec: \"no-such-command\": executable file not found in $PATH\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := run(context.Background(), sb, tt.spec)
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if r.out.ExitCode != tt.code || r.stdout != tt.stdout || r.stderr != tt.stderr || r.out.TimedOut {
+				t.Fatalf("got exit %d timedOut=%v stdout %q stderr %q; want %d %q %q",
+					r.out.ExitCode, r.out.TimedOut, r.stdout, r.stderr, tt.code, tt.stdout, tt.stderr)
+			}
+		})
+	}
+}
+
+func TestTimeoutKillsTree(t *testing.T) {
+	_, sb := newAgent(t)
+	r := run(context.Background(), sb, gateway.ExecSpec{Argv: []string{"sh", "-c", "sleep 100 & sleep 100"}, Timeout: time.Second})
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if !r.out.TimedOut || r.out.ExitCode != 124 || !strings.Contains(r.stderr, "timed out") {
+		t.Fatalf("got %+v stderr %q", r.out, r.stderr)
+	}
+	assertNoSleep(t, sb)
+}
+
+func TestCancelKillsTree(t *testing.T) {
+	_, sb := newAgent(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan execResult, 1)
+	go func() {
+		done <- run(ctx, sb, gateway.ExecSpec{Argv: []string{"sh", "-c", "sleep 100 & sleep 100"}, CallID: "cancelme"})
+	}()
+	waitForCall(t, sb, "cancelme")
+	cancel()
+	r := <-done
+	if !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("got %v", r.err)
+	}
+	assertNoSleep(t, sb)
+}
+
+// waitForCall waits until the client recorded the call's process group.
+func waitForCall(t *testing.T, sb *Sandbox, id string) {
+	t.Helper()
+	for range 200 {
+		if mustRun(t, sb, "test", "-e", sandbox.CallsDir+"/"+id).out.ExitCode == 0 {
+			return
+		}
+	}
+	t.Fatalf("call %s never started", id)
+}
+
+func assertNoSleep(t *testing.T, sb *Sandbox) {
+	t.Helper()
+	r := mustRun(t, sb, "ps", "-o", "pid,args")
+	if strings.Contains(r.stdout, "sleep") {
+		t.Fatalf("processes left:\n%s", r.stdout)
+	}
+}
+
+type countingWriter struct{ n atomic.Int64 }
+
+func (w *countingWriter) Write(p []byte) (int, error) { w.n.Add(int64(len(p))); return len(p), nil }
+
+func TestLargeOutputDrained(t *testing.T) {
+	_, sb := newAgent(t)
+	var out, errw countingWriter
+	const size = 100 << 20
+	res, err := sb.Exec(context.Background(), &gateway.ExecSpec{
+		Argv:   []string{"sh", "-c", fmt.Sprintf("yes 0123456789abcdef | head -c %d; echo done >&2", size)},
+		Stdout: &out, Stderr: &errw,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || out.n.Load() != size || errw.n.Load() != 5 {
+		t.Fatalf("exit %d, stdout %d bytes, stderr %d bytes", res.ExitCode, out.n.Load(), errw.n.Load())
+	}
+}
+
+func TestKilledMidCall(t *testing.T) {
+	spec, sb := newAgent(t)
+	done := make(chan execResult, 1)
+	go func() {
+		done <- run(context.Background(), sb, gateway.ExecSpec{Argv: []string{"sleep", "100"}, CallID: "victim"})
+	}()
+	waitForCall(t, sb, "victim")
+	if _, err := testMgr.Client().ContainerKill(context.Background(), sb.ContainerID(), client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	want := "sandbox container for agent " + spec.Agent + " stopped during the call"
+	if r.err == nil || !strings.Contains(r.err.Error(), want) {
+		t.Fatalf("got %v, %+v; want %q", r.err, r.out, want)
+	}
+	// The next call brings the sandbox back.
+	if r := mustRun(t, sb, "true"); r.out.ExitCode != 0 {
+		t.Fatal(r.out)
+	}
+}
+
+func TestFilesRoundTrip(t *testing.T) {
+	spec, sb := newAgent(t)
+	ctx := context.Background()
+	names := []string{
+		"plain.txt",
+		"with space.txt",
+		`quo"te's.txt`,
+		"new\nline.txt",
+		"$(touch pwned).txt",
+		"`id`;rm -rf x",
+		"-dash.txt",
+		"deep/er/dir with space/$(x)/f.txt",
+		"ünïcødé.txt",
+	}
+	for _, n := range names {
+		p := "/workspace/" + n
+		data := []byte("content of " + n + "\x00\xff")
+		if err := sb.WriteFile(ctx, p, data); err != nil {
+			t.Fatalf("write %q: %v", n, err)
+		}
+		f, err := sb.ReadFile(ctx, p, -1)
+		if err != nil {
+			t.Fatalf("read %q: %v", n, err)
+		}
+		if !bytes.Equal(f.Data, data) || f.Size != int64(len(data)) {
+			t.Fatalf("read %q: %q size %d", n, f.Data, f.Size)
+		}
+		fi, err := os.Stat(filepath.Join(spec.Workspace, n))
+		if err != nil {
+			t.Fatalf("on host: %v", err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 1000 || st.Gid != 1000 {
+			t.Errorf("%q owned by %d:%d", n, st.Uid, st.Gid)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(spec.Workspace, "pwned")); err == nil {
+		t.Fatal("a file name was run through a shell")
+	}
+	entries, _ := os.ReadDir(spec.Workspace)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".toolgate-tmp-") {
+			t.Errorf("temp file left: %s", e.Name())
+		}
+	}
+
+	// Replace keeps the mode; limit cuts the data, not the size.
+	mustRun(t, sb, "chmod", "755", "/workspace/plain.txt")
+	if err := sb.WriteFile(ctx, "/workspace/plain.txt", []byte("0123456789")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := sb.ReadFile(ctx, "/workspace/plain.txt", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(f.Data) != "0123" || f.Size != 10 || f.Mode != 0o755 {
+		t.Fatalf("limited read: %q size %d mode %o", f.Data, f.Size, f.Mode)
+	}
+}
+
+func TestFileErrors(t *testing.T) {
+	_, sb := newAgent(t)
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		op   func() error
+		want string
+	}{
+		{"read dir", func() error { _, err := sb.ReadFile(ctx, "/workspace", -1); return err }, "is a directory"},
+		{"read missing", func() error { _, err := sb.ReadFile(ctx, "/workspace/nope", -1); return err }, "/workspace/nope"},
+		{"read relative", func() error { _, err := sb.ReadFile(ctx, "workspace/x", -1); return err }, "not absolute"},
+		{"write read-only root", func() error { return sb.WriteFile(ctx, "/etc/evil", []byte("x")) }, "read-only"},
+		{"write read-only new dir", func() error { return sb.WriteFile(ctx, "/usr/newdir/x", []byte("x")) }, "Read-only file system"},
+		{"write over dir", func() error { return sb.WriteFile(ctx, "/workspace", []byte("x")) }, "is a directory"},
+		{"write read-only mount", func() error { return sb.WriteFile(ctx, "/tools/bin/x", []byte("x")) }, "/tools/bin/x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.op()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSymlinksResolveInsideSandbox(t *testing.T) {
+	spec, sb := newAgent(t)
+	ctx := context.Background()
+	for link, target := range map[string]string{"root": "/", "etc": "/etc", "passwd": "/etc/passwd", "rel": "../../../../etc/passwd"} {
+		if err := os.Symlink(target, filepath.Join(spec.Workspace, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{"/workspace/root/etc/passwd", "/workspace/etc/passwd", "/workspace/passwd", "/workspace/rel"} {
+		f, err := sb.ReadFile(ctx, p, -1)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		// The sandbox's passwd has the agent user; the host's does not.
+		if !strings.Contains(string(f.Data), "agent:x:1000:1000:agent:/workspace:/bin/sh") {
+			t.Fatalf("%s resolved outside the sandbox: %q", p, f.Data)
+		}
+	}
+	hostMarker := filepath.Join(testTmp, "host-only")
+	if err := os.WriteFile(hostMarker, []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(hostMarker, filepath.Join(spec.Workspace, "hostlink")); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := sb.ReadFile(ctx, "/workspace/hostlink", -1); err == nil {
+		t.Fatalf("a host path was read through a symlink: %q", f.Data)
+	}
+	if err := sb.WriteFile(ctx, "/workspace/etc/toolgate-test", []byte("x")); err == nil {
+		t.Fatal("write through a symlink to /etc succeeded")
+	}
+	if _, err := os.Stat("/etc/toolgate-test"); err == nil {
+		t.Fatal("write through a symlink reached the host's /etc")
+	}
+}
+
+// BenchmarkExecTrue measures one Engine exec of `true` through the wrapper.
+func BenchmarkExecTrue(b *testing.B) {
+	_, sb := newAgent(b)
+	ctx := context.Background()
+	for b.Loop() {
+		out, err := sb.Exec(ctx, &gateway.ExecSpec{Argv: []string{"true"}, Stdout: io.Discard, Stderr: io.Discard})
+		if err != nil || out.ExitCode != 0 {
+			b.Fatal(err, out)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
+}

@@ -1,0 +1,263 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/sandbox"
+)
+
+// killGrace is how long the host waits past an exec's own timeout before it
+// kills the call itself (the in-sandbox client normally does it first).
+const killGrace = 10 * time.Second
+
+// stopWait bounds how long an abnormally ended call waits to learn whether
+// its container died.
+const stopWait = 500 * time.Millisecond
+
+// Sandbox is one agent's container. The handle stays valid across
+// recreations: it always points at the agent's current container.
+type Sandbox struct {
+	m     *Manager
+	agent string
+
+	mu    sync.Mutex
+	id    string
+	spec  sandbox.AgentSpec
+	stale bool
+}
+
+var _ gateway.Sandbox = (*Sandbox)(nil)
+
+func (s *Sandbox) set(id string, spec sandbox.AgentSpec) {
+	s.mu.Lock()
+	s.id, s.spec, s.stale = id, spec, false
+	s.mu.Unlock()
+}
+
+func (s *Sandbox) markStale() {
+	s.mu.Lock()
+	s.stale = true
+	s.mu.Unlock()
+}
+
+func (s *Sandbox) isStale() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stale
+}
+
+// ContainerID is the agent's current container.
+func (s *Sandbox) ContainerID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id
+}
+
+func (s *Sandbox) current() (string, sandbox.AgentSpec) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id, s.spec
+}
+
+// Exec runs spec.Argv under the in-sandbox client, which owns the process
+// group, its timeout and its kill. Output streams to spec.Stdout/Stderr as
+// it arrives; draining is unbounded (caps are the caller's writers' job).
+func (s *Sandbox) Exec(ctx context.Context, spec *gateway.ExecSpec) (*gateway.ExecOutcome, error) {
+	if len(spec.Argv) == 0 {
+		return nil, fmt.Errorf("exec: empty argv")
+	}
+	callID := spec.CallID
+	if callID == "" {
+		callID = gateway.NewID()
+	}
+	if !sandbox.ValidCallID(callID) {
+		return nil, fmt.Errorf("exec: invalid call id %q", callID)
+	}
+	opts := client.ExecCreateOptions{
+		Cmd:          sandbox.RunArgv(callID, spec.Timeout, spec.Argv),
+		Env:          append(slices.Clip(spec.Env), "TOOLGATE_CALL_ID="+callID),
+		WorkingDir:   spec.Cwd,
+		AttachStdin:  spec.Stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+	}
+	stdout, stderr := orDiscard(spec.Stdout), orDiscard(spec.Stderr)
+	start := time.Now()
+
+	execID, att, err := s.start(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer att.Close()
+	if spec.Stdin != nil {
+		go func() {
+			_, _ = io.Copy(att.Conn, spec.Stdin)
+			_ = att.CloseWrite()
+		}()
+	}
+	copied := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(stdout, stderr, att.Reader)
+		copied <- err
+	}()
+	var backstop <-chan time.Time
+	if spec.Timeout > 0 {
+		t := time.NewTimer(spec.Timeout + killGrace)
+		defer t.Stop()
+		backstop = t.C
+	}
+
+	select {
+	case copyErr := <-copied:
+		return s.finish(ctx, execID, copyErr, spec.Timeout, time.Since(start))
+	case <-ctx.Done():
+		s.killCall(ctx, callID)
+		att.Close()
+		<-copied
+		return nil, ctx.Err()
+	case <-backstop:
+		s.killCall(ctx, callID)
+		att.Close()
+		<-copied
+		_, _ = fmt.Fprintf(stderr, "toolgate: command did not end %s after its timeout; killed\n", killGrace)
+		return &gateway.ExecOutcome{ExitCode: 124, TimedOut: true}, nil
+	}
+}
+
+// finish reads the exit code; an abnormal end is checked against the
+// container so a dead sandbox is reported as such, not as an exit code.
+func (s *Sandbox) finish(ctx context.Context, execID string, copyErr error, timeout, elapsed time.Duration) (*gateway.ExecOutcome, error) {
+	res, err := s.m.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{})
+	// The stream can end a moment before the Engine records the exit.
+	for i := 0; err == nil && res.Running && i < 100; i++ {
+		time.Sleep(5 * time.Millisecond)
+		res, err = s.m.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{})
+	}
+	if copyErr != nil || err != nil || res.Running || res.ExitCode >= 128 || res.ExitCode < 0 {
+		if s.stopping(ctx) {
+			s.markStale()
+			return nil, fmt.Errorf("sandbox container for agent %s stopped during the call: %w", s.agent, errStopped)
+		}
+	}
+	switch {
+	case copyErr != nil:
+		return nil, fmt.Errorf("exec: reading output: %w", copyErr)
+	case err != nil:
+		return nil, fmt.Errorf("exec: %w", err)
+	case res.Running:
+		return nil, fmt.Errorf("exec: output ended but the process is still running")
+	}
+	return &gateway.ExecOutcome{
+		ExitCode: res.ExitCode,
+		TimedOut: timeout > 0 && res.ExitCode == 124 && elapsed >= timeout,
+	}, nil
+}
+
+// start creates and attaches an exec. If the container is gone or stopped
+// it is brought back (same workspace) and the exec is tried once more.
+func (s *Sandbox) start(ctx context.Context, opts client.ExecCreateOptions) (string, client.ExecAttachResult, error) {
+	for attempt := 0; ; attempt++ {
+		id, spec := s.current()
+		created, err := s.m.cli.ExecCreate(ctx, id, opts)
+		if err == nil {
+			att, err := s.m.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+			if err != nil {
+				return "", att, fmt.Errorf("exec: attach: %w", err)
+			}
+			return created.ID, att, nil
+		}
+		if attempt > 0 || ctx.Err() != nil || s.running(ctx) {
+			return "", client.ExecAttachResult{}, fmt.Errorf("exec in sandbox of agent %s: %w", s.agent, err)
+		}
+		if _, err := s.m.Ensure(ctx, spec); err != nil {
+			return "", client.ExecAttachResult{}, err
+		}
+	}
+}
+
+// stopping tells whether the container stopped or is about to: when it is
+// killed, the Engine may report the exec's end a moment before the
+// container's, so this waits briefly for the container's exit. Only calls
+// that ended abnormally (killed by a signal) pay for it.
+func (s *Sandbox) stopping(ctx context.Context) bool {
+	wctx, cancel := context.WithTimeout(ctx, stopWait)
+	defer cancel()
+	w := s.m.cli.ContainerWait(wctx, s.ContainerID(), client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	select {
+	case <-w.Result:
+		return true
+	case <-w.Error:
+		return !s.running(ctx)
+	}
+}
+
+func (s *Sandbox) running(ctx context.Context) bool {
+	res, err := s.m.cli.ContainerInspect(ctx, s.ContainerID(), client.ContainerInspectOptions{})
+	return err == nil && res.Container.State != nil && res.Container.State.Running
+}
+
+// killCall ends a call's process group through a second exec. It runs even
+// when ctx is already cancelled: the caller is gone, the process must go too.
+func (s *Sandbox) killCall(ctx context.Context, callID string) {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
+	defer cancel()
+	_, _, _ = s.run(kctx, sandbox.KillArgv(callID))
+}
+
+// run executes a short helper argv (mkdir, mv, kill) without the client
+// wrapper and returns its exit code and bounded stderr.
+func (s *Sandbox) run(ctx context.Context, argv []string) (int, string, error) {
+	execID, att, err := s.start(ctx, client.ExecCreateOptions{Cmd: argv, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return 0, "", err
+	}
+	defer att.Close()
+	errBuf := &capWriter{max: 4096}
+	copied := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(errBuf, errBuf, att.Reader)
+		copied <- err
+	}()
+	select {
+	case err = <-copied:
+	case <-ctx.Done():
+		att.Close()
+		<-copied
+		return 0, "", ctx.Err()
+	}
+	out, ierr := s.finish(ctx, execID, err, 0, 0)
+	if ierr != nil {
+		return 0, "", ierr
+	}
+	return out.ExitCode, string(bytes.TrimSpace(errBuf.buf)), nil
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// capWriter keeps the first max bytes and swallows the rest.
+type capWriter struct {
+	buf []byte
+	max int
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	if room := w.max - len(w.buf); room > 0 {
+		w.buf = append(w.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}

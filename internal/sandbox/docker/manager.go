@@ -1,0 +1,347 @@
+// Package docker is the Docker Engine sandbox backend: one container per
+// agent, created, re-attached or recreated from its spec, with exec and
+// file I/O through the Engine API. Everything Docker-specific stays here,
+// behind gateway.Sandbox and gateway.Sandboxes.
+package docker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/sandbox"
+)
+
+// Labels on every managed container.
+const (
+	LabelManaged = "toolgate.managed"
+	LabelAgent   = "toolgate.agent"
+	LabelSpec    = "toolgate.spec"
+	NamePrefix   = "toolgate-"
+)
+
+// specVersion is part of every spec hash: bump it when the container layout
+// built here changes, so existing sandboxes are recreated.
+const specVersion = "1"
+
+// Options configure the connection to the Engine.
+type Options struct {
+	// Host overrides DOCKER_HOST, e.g. unix:///var/run/docker.sock.
+	Host string
+}
+
+// Manager owns the agents' sandbox containers.
+type Manager struct {
+	cli *client.Client
+
+	mu    sync.Mutex
+	specs map[string]sandbox.AgentSpec
+	boxes map[string]*Sandbox
+	locks map[string]*sync.Mutex // one Ensure at a time per agent
+}
+
+var _ gateway.Sandboxes = (*Manager)(nil)
+
+// New connects to the Engine (DOCKER_HOST and friends, or opts.Host) and
+// negotiates the API version down to the engine's.
+func New(ctx context.Context, opts Options) (*Manager, error) {
+	copts := []client.Opt{client.FromEnv}
+	if opts.Host != "" {
+		copts = append(copts, client.WithHost(opts.Host))
+	}
+	cli, err := client.New(copts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		host := cli.DaemonHost()
+		cli.Close()
+		return nil, fmt.Errorf("cannot reach the Docker Engine at %s: %v — is dockerd running?", host, err)
+	}
+	return &Manager{
+		cli:   cli,
+		specs: map[string]sandbox.AgentSpec{},
+		boxes: map[string]*Sandbox{},
+		locks: map[string]*sync.Mutex{},
+	}, nil
+}
+
+// Close releases the Engine connection; containers keep running.
+func (m *Manager) Close() error { return m.cli.Close() }
+
+// APIVersion is the negotiated Engine API version.
+func (m *Manager) APIVersion() string { return m.cli.ClientVersion() }
+
+// Client exposes the Engine client for diagnostics and tests.
+func (m *Manager) Client() *client.Client { return m.cli }
+
+// SetSpecs installs the agents' specs (start and config reload). A sandbox
+// whose spec changed is recreated on its next use, not now, so calls in
+// flight finish on the container they started in.
+func (m *Manager) SetSpecs(specs []sandbox.AgentSpec) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	next := make(map[string]sandbox.AgentSpec, len(specs))
+	for _, s := range specs {
+		next[s.Agent] = s
+		if old, ok := m.specs[s.Agent]; ok && old != s {
+			if b := m.boxes[s.Agent]; b != nil {
+				b.markStale()
+			}
+		}
+	}
+	m.specs = next
+}
+
+// Sandbox returns the agent's sandbox, creating, starting or recreating its
+// container when it is missing, stopped or out of date.
+func (m *Manager) Sandbox(ctx context.Context, agent string) (gateway.Sandbox, error) {
+	m.mu.Lock()
+	b := m.boxes[agent]
+	spec, ok := m.specs[agent]
+	m.mu.Unlock()
+	if b != nil && !b.isStale() {
+		return b, nil
+	}
+	if !ok {
+		return nil, fmt.Errorf("no sandbox configured for agent %q", agent)
+	}
+	return m.Ensure(ctx, spec)
+}
+
+// Ensure makes the agent's container exist, match spec and run: a container
+// with the same spec is re-attached (and started if stopped); otherwise it
+// is removed and created again. The host workspace is the same either way.
+func (m *Manager) Ensure(ctx context.Context, spec sandbox.AgentSpec) (*Sandbox, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.specs[spec.Agent] = spec
+	lock := m.locks[spec.Agent]
+	if lock == nil {
+		lock = &sync.Mutex{}
+		m.locks[spec.Agent] = lock
+	}
+	b := m.boxes[spec.Agent]
+	if b == nil {
+		b = &Sandbox{m: m, agent: spec.Agent}
+		m.boxes[spec.Agent] = b
+	}
+	m.mu.Unlock()
+
+	lock.Lock()
+	defer lock.Unlock()
+	id, err := m.ensure(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox for agent %q: %w", spec.Agent, err)
+	}
+	b.set(id, spec)
+	return b, nil
+}
+
+func (m *Manager) ensure(ctx context.Context, spec sandbox.AgentSpec) (string, error) {
+	uid, gid, _ := sandbox.ParseUser(spec.UserOrDefault())
+	if err := prepareHostDirs(spec, uid, gid); err != nil {
+		return "", err
+	}
+	cfg, hc, err := m.containerConfig(ctx, spec)
+	if err != nil {
+		return "", err
+	}
+	name := NamePrefix + spec.Agent
+	existing, err := m.findByName(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	if existing != nil && existing.Labels[LabelSpec] == cfg.Labels[LabelSpec] && existing.Labels[LabelManaged] == "true" {
+		if existing.State == container.StateRunning {
+			return existing.ID, nil
+		}
+		if _, err := m.cli.ContainerStart(ctx, existing.ID, client.ContainerStartOptions{}); err == nil {
+			return existing.ID, nil
+		}
+		// Cannot start: fall through and recreate it.
+	}
+	if existing != nil {
+		if existing.Labels[LabelManaged] != "true" {
+			return "", fmt.Errorf("a container named %s exists and is not managed by toolgate; remove or rename it", name)
+		}
+		if _, err := m.cli.ContainerRemove(ctx, existing.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
+			return "", fmt.Errorf("removing outdated container %s: %w", name, err)
+		}
+	}
+	created, err := m.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hc})
+	if err != nil {
+		return "", fmt.Errorf("creating container %s: %w", name, err)
+	}
+	if _, err := m.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		return "", fmt.Errorf("starting container %s: %w", name, err)
+	}
+	return created.ID, nil
+}
+
+// containerConfig builds the container from the spec and labels it with
+// the hash of everything that defines it, including the image id and the
+// client binary's content (a rebuilt image or client means a new sandbox).
+func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (*container.Config, *container.HostConfig, error) {
+	img, err := m.cli.ImageInspect(ctx, spec.Image)
+	if err != nil {
+		return nil, nil, fmt.Errorf("image %s: %w (the default image is built by `toolgate sandbox image`)", spec.Image, err)
+	}
+	clientSum, err := fileSHA256(spec.ClientBinary)
+	if err != nil {
+		return nil, nil, fmt.Errorf("toolgate-client binary: %w", err)
+	}
+	uid, gid, _ := sandbox.ParseUser(spec.UserOrDefault())
+	pids := spec.Pids
+	cfg := &container.Config{
+		Image:      spec.Image,
+		Cmd:        sandbox.InitArgv(),
+		User:       fmt.Sprintf("%d:%d", uid, gid),
+		WorkingDir: sandbox.WorkspacePath,
+		Labels:     map[string]string{LabelManaged: "true", LabelAgent: spec.Agent},
+	}
+	init := false
+	hc := &container.HostConfig{
+		NetworkMode:    "none",
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		ReadonlyRootfs: true,
+		Init:           &init,
+		Mounts: []mount.Mount{
+			{Type: mount.TypeBind, Source: spec.Workspace, Target: sandbox.WorkspacePath},
+			{Type: mount.TypeBind, Source: spec.ClientBinary, Target: sandbox.ClientPath, ReadOnly: true},
+			{Type: mount.TypeBind, Source: spec.ToolsBinDir(), Target: sandbox.ToolsBinPath, ReadOnly: true},
+		},
+		Tmpfs: map[string]string{
+			"/tmp":         "rw,nosuid,nodev,size=64m,mode=1777",
+			sandbox.RunDir: fmt.Sprintf("rw,nosuid,nodev,noexec,size=1m,mode=0700,uid=%d,gid=%d", uid, gid),
+		},
+		Resources: container.Resources{Memory: spec.Memory, NanoCPUs: int64(spec.CPUs * 1e9)},
+	}
+	if pids > 0 {
+		hc.PidsLimit = &pids
+	}
+	h := sha256.New()
+	_ = json.NewEncoder(h).Encode([]any{specVersion, img.ID, clientSum, cfg, hc})
+	cfg.Labels[LabelSpec] = hex.EncodeToString(h.Sum(nil))[:16]
+	return cfg, hc, nil
+}
+
+// prepareHostDirs creates the workspace and the tools/bin directory. As
+// root, a workspace we create (or find owned by root) is given to the
+// sandbox user so the agent can write it.
+func prepareHostDirs(spec sandbox.AgentSpec, uid, gid int) error {
+	if err := os.MkdirAll(spec.ToolsBinDir(), 0o755); err != nil {
+		return fmt.Errorf("tools directory: %w", err)
+	}
+	if err := os.MkdirAll(spec.Workspace, 0o755); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	fi, err := os.Stat(spec.Workspace)
+	if err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("workspace %s is not a directory", spec.Workspace)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 && st.Uid == 0 && uid != 0 {
+		if err := os.Chown(spec.Workspace, uid, gid); err != nil {
+			return fmt.Errorf("workspace: %w", err)
+		}
+	}
+	return nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// findByName returns the container with exactly this name, or nil.
+func (m *Manager) findByName(ctx context.Context, name string) (*container.Summary, error) {
+	res, err := m.cli.ContainerList(ctx, client.ContainerListOptions{
+		All:     true,
+		Filters: make(client.Filters).Add("name", "^/?"+regexp.QuoteMeta(name)+"$"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing containers: %w", err)
+	}
+	for i, c := range res.Items {
+		for _, n := range c.Names {
+			if n == "/"+name {
+				return &res.Items[i], nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// Status reports each configured agent's sandbox container.
+func (m *Manager) Status(ctx context.Context) ([]sandbox.Status, error) {
+	m.mu.Lock()
+	agents := make([]string, 0, len(m.specs))
+	for a := range m.specs {
+		agents = append(agents, a)
+	}
+	m.mu.Unlock()
+	sort.Strings(agents)
+	out := make([]sandbox.Status, 0, len(agents))
+	for _, a := range agents {
+		st := sandbox.Status{Agent: a, State: "missing"}
+		c, err := m.findByName(ctx, NamePrefix+a)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil {
+			st.ContainerID, st.Image, st.State = c.ID, c.Image, string(c.State)
+			ins, err := m.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+			if err == nil && ins.Container.State != nil && ins.Container.State.Running {
+				st.StartedAt, _ = time.Parse(time.RFC3339Nano, ins.Container.State.StartedAt)
+			}
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// Remove deletes the agent's container (not its workspace).
+func (m *Manager) Remove(ctx context.Context, agent string) error {
+	c, err := m.findByName(ctx, NamePrefix+agent)
+	if err != nil || c == nil {
+		return err
+	}
+	m.mu.Lock()
+	if b := m.boxes[agent]; b != nil {
+		b.markStale()
+	}
+	m.mu.Unlock()
+	_, err = m.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+	return err
+}
+
+// errStopped is wrapped by errors about a container that died mid-call.
+var errStopped = errors.New("sandbox container stopped")

@@ -1,0 +1,125 @@
+// Package sandbox holds what every sandbox backend shares: the agent's
+// sandbox spec, the in-sandbox layout, and the argv of the in-sandbox
+// client that wraps each exec. Backends (internal/sandbox/docker) implement
+// gateway.Sandbox and gateway.Sandboxes on top of it.
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Paths as the sandbox sees them.
+const (
+	WorkspacePath = "/workspace"
+	ToolsBinPath  = "/tools/bin"
+	ClientPath    = "/tools/toolgate-client"
+	RunDir        = "/run/toolgate" // tmpfs: per-call state, later the agent socket
+	CallsDir      = RunDir + "/calls"
+	DefaultUser   = "1000:1000"
+	DefaultImage  = "toolgate/sandbox:latest"
+)
+
+// AgentSpec is everything that defines an agent's sandbox. Two equal specs
+// give the same sandbox; a changed spec means the sandbox is recreated.
+type AgentSpec struct {
+	Agent        string
+	Image        string
+	Workspace    string // host directory mounted read-write at /workspace
+	User         string // numeric uid:gid inside the sandbox; default 1000:1000
+	Memory       int64  // bytes; 0 = no limit
+	CPUs         float64
+	Pids         int64
+	ClientBinary string // host path of the static toolgate-client
+}
+
+// Validate checks what a backend needs before it creates anything.
+func (s AgentSpec) Validate() error {
+	switch {
+	case s.Agent == "":
+		return errors.New("sandbox spec: agent name is empty")
+	case s.Image == "":
+		return fmt.Errorf("sandbox spec for agent %q: image is empty", s.Agent)
+	case !filepath.IsAbs(s.Workspace):
+		return fmt.Errorf("sandbox spec for agent %q: workspace %q is not an absolute host path", s.Agent, s.Workspace)
+	case !filepath.IsAbs(s.ClientBinary):
+		return fmt.Errorf("sandbox spec for agent %q: client binary %q is not an absolute host path", s.Agent, s.ClientBinary)
+	}
+	if _, _, err := ParseUser(s.UserOrDefault()); err != nil {
+		return fmt.Errorf("sandbox spec for agent %q: %w", s.Agent, err)
+	}
+	return nil
+}
+
+// UserOrDefault is the sandbox user, 1000:1000 when unset.
+func (s AgentSpec) UserOrDefault() string {
+	if s.User == "" {
+		return DefaultUser
+	}
+	return s.User
+}
+
+// ToolsBinDir is the host directory mounted read-only at /tools/bin: a
+// sibling of the workspace in the agent's state directory.
+func (s AgentSpec) ToolsBinDir() string {
+	return filepath.Join(filepath.Dir(filepath.Clean(s.Workspace)), "tools", "bin")
+}
+
+// ParseUser parses a numeric "uid:gid" (gid defaults to uid). Names are
+// refused: the host must chown the workspace without the sandbox's passwd.
+func ParseUser(s string) (uid, gid int, err error) {
+	us, gs, hasGid := strings.Cut(s, ":")
+	if uid, err = strconv.Atoi(us); err != nil || uid < 0 {
+		return 0, 0, fmt.Errorf("user %q: want numeric uid:gid", s)
+	}
+	if !hasGid {
+		return uid, uid, nil
+	}
+	if gid, err = strconv.Atoi(gs); err != nil || gid < 0 {
+		return 0, 0, fmt.Errorf("user %q: want numeric uid:gid", s)
+	}
+	return uid, gid, nil
+}
+
+// Status is one agent's sandbox as the backend sees it (`toolgate agents`).
+type Status struct {
+	Agent       string
+	ContainerID string // empty when the sandbox does not exist
+	Image       string
+	State       string // running, exited, missing …
+	StartedAt   time.Time
+}
+
+// RunArgv wraps argv in the in-sandbox client, which puts it in its own
+// process group, enforces the timeout on the whole group and records the
+// group under callID so KillArgv can end it.
+func RunArgv(callID string, timeout time.Duration, argv []string) []string {
+	out := make([]string, 0, len(argv)+7)
+	out = append(out, ClientPath, "run", "--timeout", timeout.String(), "--call", callID, "--")
+	return append(out, argv...)
+}
+
+// KillArgv kills the process group of a call started with RunArgv.
+func KillArgv(callID string) []string {
+	return []string{ClientPath, "kill", "--call", callID}
+}
+
+// InitArgv is the sandbox's PID 1.
+func InitArgv() []string { return []string{ClientPath, "init"} }
+
+// ValidCallID reports whether id is safe as a file name under CallsDir.
+func ValidCallID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
