@@ -26,11 +26,12 @@ type Gateway struct {
 	Audit        Audit  `yaml:"audit"`
 }
 
-// Audit configures the audit log.
+// Audit configures the audit log. Fields tagged config:"size" take a byte
+// count or a size such as 64m.
 type Audit struct {
-	Dir          string `yaml:"dir"`          // default HOME/logs
-	MaxFileBytes int64  `yaml:"maxFileBytes"` // rotate when exceeded; default 64 MiB
-	MaxArgBytes  int    `yaml:"maxArgBytes"`  // strings longer than this are cut; default 1024
+	Dir          string `yaml:"dir"`                        // default HOME/logs
+	MaxFileBytes int64  `yaml:"maxFileBytes" config:"size"` // rotate when exceeded; default 64 MiB
+	MaxArgBytes  int    `yaml:"maxArgBytes" config:"size"`  // strings longer than this are cut; default 1024
 }
 
 // Agent is one agent: its sandbox, its tools and its rules.
@@ -46,15 +47,16 @@ type Agent struct {
 	Default string `yaml:"default"`
 }
 
-// Limits are the sandbox's resource limits.
+// Limits are the sandbox's resource limits. Fields tagged config:"size" take
+// a byte count or a size such as 64m.
 type Limits struct {
-	Memory      string        `yaml:"memory"`      // e.g. 512m; default 512m
-	CPUs        float64       `yaml:"cpus"`        // default 1
-	Pids        int64         `yaml:"pids"`        // default 256
-	ExecTimeout time.Duration `yaml:"execTimeout"` // default and ceiling for exec timeouts; default 10m
-	MaxOutput   int64         `yaml:"maxOutput"`   // bytes kept per stream; default 1 MiB
-	MaxReadFile int64         `yaml:"maxReadFile"` // bytes read returns at most; default 10 MiB
-	MaxWrite    int64         `yaml:"maxWrite"`    // bytes write/patch accept; default 64 MiB
+	Memory      string        `yaml:"memory"`                    // e.g. 512m; default 512m
+	CPUs        float64       `yaml:"cpus"`                      // default 1
+	Pids        int64         `yaml:"pids"`                      // default 256
+	ExecTimeout time.Duration `yaml:"execTimeout"`               // default and ceiling for exec timeouts; default 10m
+	MaxOutput   int64         `yaml:"maxOutput" config:"size"`   // bytes kept per stream; default 1 MiB
+	MaxReadFile int64         `yaml:"maxReadFile" config:"size"` // bytes read returns at most; default 10 MiB
+	MaxWrite    int64         `yaml:"maxWrite" config:"size"`    // bytes write/patch accept; default 64 MiB
 }
 
 // Core switches the core tools on or off; nil means on.
@@ -74,6 +76,9 @@ type Rule struct {
 
 	// Line is where the rule starts in the file, for error messages (not in YAML).
 	Line int `yaml:"-"`
+	// ID names the rule in decisions and the audit log: Name when set, else
+	// its position, "rules[i]" or "defaults.rules[i]". Filled by Load (not in YAML).
+	ID string `yaml:"-"`
 }
 
 // Plugin declares a host-side tool handler.

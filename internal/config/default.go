@@ -1,0 +1,74 @@
+package config
+
+import "strings"
+
+// DefaultYAML is the commented configuration `toolgate init` writes to
+// HOME/config.yaml: one demo agent with example rules, every setting explained.
+func DefaultYAML(home string) string {
+	return strings.ReplaceAll(defaultYAML, "HOME", home)
+}
+
+const defaultYAML = `# toolgate configuration. Check it with: toolgate config check
+# Every tool call an agent makes is decided by the rules below, then run in the
+# agent's sandbox (core tools) or on this host (plugin tools), and audited.
+# Sizes are byte counts or values like 512m / 2g; durations look like 30s / 10m.
+
+gateway:
+  # Optional TCP address for the admin API and MCP (the Unix socket in
+  # HOME is always there). Keep it on loopback.
+  # listen: 127.0.0.1:7433
+  audit:
+    dir: HOME/logs              # audit.jsonl lives here
+    maxFileBytes: 64m           # rotate (keeping the hash chain) beyond this
+    maxArgBytes: 1024           # longer argument strings are cut, with a marker
+
+# Host-side tools. An agent gets a plugin tool only if it lists it under tools:
+# plugins:
+#   git:
+#     kind: command             # a host executable; argv passed as given, no shell
+#     command: /usr/bin/git
+#     cwd: workspace            # run in the agent's workspace on the host
+#     env: {GIT_SSH_COMMAND: "ssh -i {{secret:deploy_key_file}}"}
+#     timeout: 2m
+
+# Settings every agent inherits unless it sets its own. Default rules are
+# evaluated for every agent, before the agent's own rules.
+defaults:
+  image: toolgate/sandbox:latest  # build it offline with: toolgate sandbox image
+  user: "1000:1000"               # uid:gid inside the sandbox (never root)
+  limits:
+    memory: 512m
+    cpus: 1
+    pids: 256
+    execTimeout: 10m            # default and ceiling of an exec's timeout
+    maxOutput: 1m               # bytes kept per output stream
+    maxReadFile: 10m            # bytes a read returns at most
+    maxWrite: 64m               # bytes a write or patch accepts
+  rules:
+    # Rules are CEL expressions over the call: agent, tool, kind (core_tool,
+    # tool, hook, egress), args (the arguments as sent), path (normalised,
+    # as the sandbox sees it), command and argv (exec), host and port (egress).
+    # A matching deny always wins over any allow; a rule that fails to
+    # evaluate (e.g. a missing key in args) denies if it is a deny rule.
+    - name: no-shadow
+      deny: 'path.startsWith("/etc/shadow")'
+      reason: the password database is off limits
+
+agents:
+  demo:
+    # workspace: HOME/agents/demo/workspace   # the default; mounted at /workspace
+    core:                       # core tools, all on unless switched off
+      read: true
+      write: true
+      patch: true
+      exec: true
+    tools: []                   # plugin tools this agent may call (default: none)
+    default: allow              # when no rule matches: allow (default) or deny
+    rules:
+      - name: no-rm-rf
+        deny: 'tool == "exec" && command.matches("rm\\s+-[a-zA-Z]*r[a-zA-Z]*f|rm\\s+-[a-zA-Z]*f[a-zA-Z]*r")'
+        reason: recursive forced removal is not allowed
+      - name: no-curl-pipe-shell
+        deny: 'tool == "exec" && command.matches("(curl|wget)[^|]*\\|\\s*(ba)?sh")'
+        reason: piping downloads into a shell is not allowed
+`
