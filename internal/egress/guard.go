@@ -1,0 +1,243 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+)
+
+// Rule names in decisions, as they appear in the audit entry's `rule`.
+const (
+	RuleAllowlist = "egress.allowlist" // no allow rule matched (or the list is empty)
+	RuleResolve   = "egress.resolve"   // the name did not resolve
+	RuleEmpty     = "egress.empty"     // the answer held no address
+	RuleMetadata  = "egress.metadata"  // a cloud metadata address
+	RulePrivate   = "egress.private"   // a non-global address, private not allowed
+	RuleMixed     = "egress.mixed"     // global and non-global addresses in one answer
+)
+
+// Policy is one agent's egress policy.
+type Policy struct {
+	Allow        []Rule
+	AllowPrivate bool // non-global destinations; metadata stays refused
+}
+
+// Match returns the decision of the allowlist alone: the first matching
+// rule allows ("egress.allow[i]"); an empty list allows nothing.
+func (p *Policy) Match(t Target) gateway.Decision {
+	for i, r := range p.Allow {
+		if r.Match(t) {
+			return gateway.Decision{Allow: true, Rule: fmt.Sprintf("egress.allow[%d]", i), Reason: "allowed by " + r.String()}
+		}
+	}
+	return gateway.Decision{Rule: RuleAllowlist, Reason: t.String() + " is not on the agent's egress allowlist"}
+}
+
+// Vet decides a resolved answer. It is pure: the gateway's policy pipeline
+// and replay call it with recorded addresses. classify nil means Classify.
+func (p *Policy) Vet(addrs []netip.Addr, classify func(netip.Addr) Class) gateway.Decision {
+	if classify == nil {
+		classify = Classify
+	}
+	if len(addrs) == 0 {
+		return gateway.Decision{Rule: RuleEmpty, Reason: "the name resolved to no address"}
+	}
+	var global, private []string
+	for _, a := range addrs {
+		switch classify(a) {
+		case Metadata:
+			return gateway.Decision{Rule: RuleMetadata, Reason: a.String() + " is a cloud metadata address"}
+		case Global:
+			global = append(global, a.String())
+		default:
+			private = append(private, a.String())
+		}
+	}
+	switch {
+	case len(private) > 0 && len(global) > 0:
+		return gateway.Decision{Rule: RuleMixed, Reason: fmt.Sprintf("answer mixes global (%s) and non-global (%s) addresses", strings.Join(global, ", "), strings.Join(private, ", "))}
+	case len(private) > 0 && !p.AllowPrivate:
+		return gateway.Decision{Rule: RulePrivate, Reason: fmt.Sprintf("non-global address %s and private destinations are not allowed", strings.Join(private, ", "))}
+	}
+	return gateway.Decision{Allow: true, Rule: "egress.addresses", Reason: "every address is permitted"}
+}
+
+// Resolver looks a name up once. *net.Resolver implements it.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Options tune a Guard; the zero value is production-ready.
+type Options struct {
+	Resolver       Resolver      // nil: net.DefaultResolver
+	ResolveTimeout time.Duration // default 5s
+	DialTimeout    time.Duration // per address; default 5s
+	// Classify replaces address classification. Tests only: it lets a test
+	// treat loopback as its "outside". Configuration never sets it, and a
+	// metadata address stays refused whatever it returns.
+	Classify func(netip.Addr) Class
+}
+
+// Guard dials targets for one agent under its policy.
+type Guard struct {
+	policy   Policy
+	opts     Options
+	classify func(netip.Addr) Class
+}
+
+// NewGuard returns a guard for one agent's policy.
+func NewGuard(p Policy, o Options) *Guard {
+	if o.Resolver == nil {
+		o.Resolver = net.DefaultResolver
+	}
+	if o.ResolveTimeout <= 0 {
+		o.ResolveTimeout = 5 * time.Second
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	g := &Guard{policy: p, opts: o, classify: Classify}
+	if o.Classify != nil {
+		g.classify = func(a netip.Addr) Class {
+			if Classify(a) == Metadata {
+				return Metadata
+			}
+			return o.Classify(a)
+		}
+	}
+	return g
+}
+
+// Attempt is what the audit entry of one connection needs.
+type Attempt struct {
+	Host     string
+	Port     uint16
+	Resolved []netip.Addr     // the answer, as validated
+	Dialled  []netip.AddrPort // every address tried, in order
+	Remote   netip.AddrPort   // the one connected to; zero when none
+	Decision gateway.Decision
+	Resolve  time.Duration
+	Dial     time.Duration
+	Err      string // why dialling failed after an allow
+}
+
+// Detail renders the attempt for gateway.Call.Detail / Entry.Detail.
+func (a *Attempt) Detail() map[string]any {
+	str := func(xs []netip.Addr) []string {
+		out := make([]string, len(xs))
+		for i, x := range xs {
+			out[i] = x.String()
+		}
+		return out
+	}
+	dialled := make([]string, len(a.Dialled))
+	for i, d := range a.Dialled {
+		dialled[i] = d.String()
+	}
+	m := map[string]any{
+		"host":      a.Host,
+		"port":      a.Port,
+		"resolved":  str(a.Resolved),
+		"dialled":   dialled,
+		"resolveMs": float64(a.Resolve.Microseconds()) / 1000,
+		"dialMs":    float64(a.Dial.Microseconds()) / 1000,
+	}
+	if a.Remote.IsValid() {
+		m["remote"] = a.Remote.String()
+	}
+	if a.Err != "" {
+		m["dialError"] = a.Err
+	}
+	return m
+}
+
+// errNoResolve makes any resolution inside the dialer fail: the guard hands
+// it IP literals only, and this proves it cannot silently resolve again.
+var errNoResolve = errors.New("egress: the pinned dialer never resolves")
+
+var noResolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+	return nil, errNoResolve
+}}
+
+// Dial matches the allowlist, resolves once, vets the answer and dials only
+// the vetted addresses in order. A refusal is a *gateway.DeniedError; the
+// Attempt is returned in every case for the audit entry.
+func (g *Guard) Dial(ctx context.Context, t Target) (net.Conn, *Attempt, error) {
+	at := &Attempt{Host: t.Host, Port: t.Port}
+	at.Decision = g.policy.Match(t)
+	if !at.Decision.Allow {
+		return nil, at, &gateway.DeniedError{Decision: at.Decision}
+	}
+	allowed := at.Decision
+
+	if t.IsIP() {
+		at.Resolved = []netip.Addr{t.Addr}
+	} else {
+		start := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, g.opts.ResolveTimeout)
+		addrs, err := g.opts.Resolver.LookupNetIP(rctx, "ip", t.Host)
+		cancel()
+		at.Resolve = time.Since(start)
+		if err != nil {
+			at.Decision = gateway.Decision{Rule: RuleResolve, Reason: fmt.Sprintf("resolving %s: %v", t.Host, err)}
+			return nil, at, &gateway.DeniedError{Decision: at.Decision}
+		}
+		// A records come back IPv4-mapped; dial and record them as IPv4.
+		for _, a := range addrs {
+			at.Resolved = append(at.Resolved, a.Unmap())
+		}
+	}
+	if d := g.policy.Vet(at.Resolved, g.classify); !d.Allow {
+		at.Decision = d
+		return nil, at, &gateway.DeniedError{Decision: d}
+	}
+	// The allowlist rule is what let the connection through; keep it.
+	at.Decision = allowed
+
+	start := time.Now()
+	defer func() { at.Dial = time.Since(start) }()
+	var errs []error
+	for _, a := range at.Resolved {
+		ap := netip.AddrPortFrom(a, t.Port)
+		at.Dialled = append(at.Dialled, ap)
+		conn, err := g.dialPinned(ctx, ap)
+		if err == nil {
+			at.Remote = ap
+			return conn, at, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	err := errors.Join(errs...)
+	at.Err = err.Error()
+	return nil, at, fmt.Errorf("egress: dialling %s: %w", t, err)
+}
+
+func (g *Guard) dialPinned(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {
+	d := net.Dialer{
+		Timeout:  g.opts.DialTimeout,
+		Resolver: noResolver,
+		// Belt and braces: the socket may connect only to the vetted address.
+		Control: func(_, address string, _ syscall.RawConn) error {
+			got, err := netip.ParseAddrPort(address)
+			if err != nil || got.Addr().Unmap() != ap.Addr() || got.Port() != ap.Port() {
+				return fmt.Errorf("egress: refusing to connect to %s, vetted %s", address, ap)
+			}
+			return nil
+		},
+	}
+	network := "tcp4"
+	if ap.Addr().Is6() {
+		network = "tcp6"
+	}
+	return d.DialContext(ctx, network, ap.String())
+}

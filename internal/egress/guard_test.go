@@ -1,0 +1,326 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+)
+
+// testOutside treats loopback as the test's "outside" (global); everything
+// else keeps its real class. Only tests pass it to a Guard.
+func testOutside(a netip.Addr) Class {
+	if a.Unmap().IsLoopback() {
+		return Global
+	}
+	return Classify(a)
+}
+
+var (
+	outsideA = netip.MustParseAddr("127.0.0.2")
+	outsideB = netip.MustParseAddr("127.0.0.3")
+	metaAddr = netip.MustParseAddr("169.254.169.254")
+)
+
+// listen starts an accept loop on addr:0 that reports each accepted
+// connection's local address and then echoes.
+func listen(t *testing.T, addr netip.Addr) (port uint16, accepted chan netip.AddrPort) {
+	t.Helper()
+	ln, err := net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	accepted = make(chan netip.AddrPort, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- netip.MustParseAddrPort(c.LocalAddr().String())
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	return uint16(ln.Addr().(*net.TCPAddr).Port), accepted
+}
+
+func mustRules(t *testing.T, ss ...string) []Rule {
+	t.Helper()
+	rs, err := ParseRules(ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func mustTarget(t *testing.T, s string) Target {
+	t.Helper()
+	tg, err := ParseTarget(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
+}
+
+func denial(t *testing.T, err error) gateway.Decision {
+	t.Helper()
+	var d *gateway.DeniedError
+	if !errors.As(err, &d) {
+		t.Fatalf("want *gateway.DeniedError, got %v", err)
+	}
+	return d.Decision
+}
+
+func TestGuardDialsAllowedHost(t *testing.T) {
+	port, accepted := listen(t, outsideA)
+	dns := newDNSServer(t, func(string, uint16, int) []netip.Addr { return []netip.Addr{outsideA} })
+	p := strconv.Itoa(int(port))
+	g := NewGuard(Policy{Allow: mustRules(t, "pypi.test:"+p)}, Options{Resolver: dns.resolver(), Classify: testOutside})
+
+	conn, at, err := g.Dial(context.Background(), mustTarget(t, "PyPI.test.:"+p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	want := netip.AddrPortFrom(outsideA, port)
+	if got := <-accepted; got != want {
+		t.Errorf("connected to %v, want %v", got, want)
+	}
+	conn.Write([]byte("ping"))
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "ping" {
+		t.Errorf("echo: %q, %v", buf, err)
+	}
+	if !at.Decision.Allow || at.Decision.Rule != "egress.allow[0]" || at.Host != "pypi.test" || at.Port != port ||
+		len(at.Resolved) != 1 || at.Resolved[0] != outsideA || len(at.Dialled) != 1 || at.Dialled[0] != want || at.Remote != want {
+		t.Errorf("attempt = %+v", at)
+	}
+	d := at.Detail()
+	if d["host"] != "pypi.test" || d["remote"] != want.String() || d["dialled"].([]string)[0] != want.String() {
+		t.Errorf("detail = %v", d)
+	}
+}
+
+func TestGuardRefusesUnlistedWithoutResolving(t *testing.T) {
+	dns := newDNSServer(t, func(string, uint16, int) []netip.Addr { return []netip.Addr{outsideA} })
+	g := NewGuard(Policy{Allow: mustRules(t, "pypi.test:443", "*.pythonhosted.org:443")}, Options{Resolver: dns.resolver(), Classify: testOutside})
+	for _, s := range []string{"evil.test:443", "pypi.test:22", "pythonhosted.org:443", "[::1]:443", "127.0.0.2:443"} {
+		_, at, err := g.Dial(context.Background(), mustTarget(t, s))
+		if d := denial(t, err); d.Rule != RuleAllowlist || at.Decision != d || !strings.Contains(d.Reason, "allowlist") {
+			t.Errorf("%s: decision %+v", s, d)
+		}
+	}
+	// An empty allowlist allows nothing.
+	_, _, err := NewGuard(Policy{}, Options{Resolver: dns.resolver()}).Dial(context.Background(), mustTarget(t, "pypi.test:443"))
+	if denial(t, err).Rule != RuleAllowlist {
+		t.Error("empty allowlist allowed a connection")
+	}
+	if n := dns.count("evil.test", typeA) + dns.count("pypi.test", typeA); n != 0 {
+		t.Errorf("%d DNS queries for refused targets", n)
+	}
+}
+
+// The DNS server answers a test-"public" address first and the metadata
+// address on every later query. The guard must ask once and dial the first.
+func TestGuardPinsAgainstRebinding(t *testing.T) {
+	port, accepted := listen(t, outsideA)
+	dns := newDNSServer(t, func(_ string, qtype uint16, n int) []netip.Addr {
+		if n == 0 {
+			return []netip.Addr{outsideA}
+		}
+		return []netip.Addr{metaAddr}
+	})
+	p := strconv.Itoa(int(port))
+	g := NewGuard(Policy{Allow: mustRules(t, "rebind.test:"+p), AllowPrivate: true}, Options{Resolver: dns.resolver(), Classify: testOutside})
+
+	conn, at, err := g.Dial(context.Background(), mustTarget(t, "rebind.test:"+p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if got := <-accepted; got.Addr() != outsideA {
+		t.Errorf("connected to %v, want %v", got, outsideA)
+	}
+	if n := dns.count("rebind.test", typeA); n != 1 {
+		t.Errorf("guard asked %d times for A, want once", n)
+	}
+	if at.Remote.Addr() != outsideA || len(at.Dialled) != 1 {
+		t.Errorf("attempt = %+v", at)
+	}
+	// The server really does rebind: the next connection resolves anew and is refused.
+	_, at, err = g.Dial(context.Background(), mustTarget(t, "rebind.test:"+p))
+	if d := denial(t, err); d.Rule != RuleMetadata || len(at.Dialled) != 0 {
+		t.Errorf("second dial: %+v, attempt %+v", d, at)
+	}
+	if n := dns.count("rebind.test", typeA); n != 2 {
+		t.Errorf("A queries = %d, want 2", n)
+	}
+}
+
+func TestGuardVetsAnswers(t *testing.T) {
+	a := netip.MustParseAddr
+	cases := []struct {
+		name    string
+		answer  []netip.Addr
+		private bool
+		rule    string
+	}{
+		{"empty", nil, true, RuleResolve},
+		{"metadata", []netip.Addr{metaAddr}, true, RuleMetadata},
+		{"metadata after public", []netip.Addr{outsideA, metaAddr}, true, RuleMetadata},
+		{"alibaba metadata", []netip.Addr{a("100.100.100.200")}, true, RuleMetadata},
+		{"aws ipv6 metadata", []netip.Addr{a("fd00:ec2::254")}, true, RuleMetadata},
+		{"mapped metadata in AAAA", []netip.Addr{a("::ffff:169.254.169.254")}, true, RuleMetadata},
+		{"nat64 metadata in AAAA", []netip.Addr{a("64:ff9b::a9fe:a9fe")}, true, RuleMetadata},
+		{"6to4 metadata in AAAA", []netip.Addr{a("2002:a9fe:a9fe::")}, true, RuleMetadata},
+		{"private denied", []netip.Addr{a("10.0.0.1")}, false, RulePrivate},
+		{"private ipv6 denied", []netip.Addr{a("fc00::1")}, false, RulePrivate},
+		{"mixed, private denied", []netip.Addr{outsideA, a("10.0.0.1")}, false, RuleMixed},
+		{"mixed, private allowed", []netip.Addr{outsideA, a("10.0.0.1")}, true, RuleMixed},
+		{"mixed across families", []netip.Addr{outsideA, a("fe80::1")}, true, RuleMixed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dns := newDNSServer(t, func(string, uint16, int) []netip.Addr { return c.answer })
+			g := NewGuard(Policy{Allow: mustRules(t, "x.test:443"), AllowPrivate: c.private}, Options{Resolver: dns.resolver(), Classify: testOutside})
+			conn, at, err := g.Dial(context.Background(), mustTarget(t, "x.test:443"))
+			if conn != nil {
+				conn.Close()
+			}
+			if d := denial(t, err); d.Rule != c.rule || len(at.Dialled) != 0 {
+				t.Errorf("decision %+v, attempt %+v; want rule %s", d, at, c.rule)
+			}
+		})
+	}
+}
+
+// A resolver that answers "no addresses" without an error is refused too.
+type staticResolver []netip.Addr
+
+func (s staticResolver) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	return s, nil
+}
+
+func TestGuardRefusesEmptyAnswerWithoutError(t *testing.T) {
+	g := NewGuard(Policy{Allow: mustRules(t, "x.test:443"), AllowPrivate: true}, Options{Resolver: staticResolver(nil)})
+	_, _, err := g.Dial(context.Background(), mustTarget(t, "x.test:443"))
+	if d := denial(t, err); d.Rule != RuleEmpty {
+		t.Errorf("decision %+v", d)
+	}
+}
+
+func TestGuardSlowDNS(t *testing.T) {
+	release := make(chan struct{})
+	dns := newDNSServer(t, func(string, uint16, int) []netip.Addr { <-release; return []netip.Addr{outsideA} })
+	t.Cleanup(func() { close(release) })
+	g := NewGuard(Policy{Allow: mustRules(t, "slow.test:443")}, Options{Resolver: dns.resolver(), ResolveTimeout: 50 * time.Millisecond, Classify: testOutside})
+	_, at, err := g.Dial(context.Background(), mustTarget(t, "slow.test:443"))
+	if d := denial(t, err); d.Rule != RuleResolve || len(at.Dialled) != 0 {
+		t.Errorf("decision %+v, attempt %+v", d, at)
+	}
+}
+
+// Private destinations, when allowed, are reached (loopback with the real
+// classifier); metadata stays refused even then and even when a test
+// classifier calls everything global.
+func TestGuardPrivateAllowedButNeverMetadata(t *testing.T) {
+	priv := netip.MustParseAddr("127.0.0.5")
+	port, accepted := listen(t, priv)
+	p := strconv.Itoa(int(port))
+	dns := newDNSServer(t, func(name string, _ uint16, _ int) []netip.Addr {
+		if name == "meta.test" {
+			return []netip.Addr{metaAddr}
+		}
+		return []netip.Addr{priv}
+	})
+	conn, _, err := NewGuard(Policy{Allow: mustRules(t, "db.test:"+p), AllowPrivate: true}, Options{Resolver: dns.resolver()}).
+		Dial(context.Background(), mustTarget(t, "db.test:"+p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if got := <-accepted; got.Addr() != priv {
+		t.Errorf("connected to %v", got)
+	}
+	_, _, err = NewGuard(Policy{Allow: mustRules(t, "db.test:"+p)}, Options{Resolver: dns.resolver()}).
+		Dial(context.Background(), mustTarget(t, "db.test:"+p))
+	if denial(t, err).Rule != RulePrivate {
+		t.Error("private address allowed by default")
+	}
+
+	everythingGlobal := func(netip.Addr) Class { return Global }
+	g := NewGuard(Policy{Allow: mustRules(t, "meta.test:80"), AllowPrivate: true}, Options{Resolver: dns.resolver(), Classify: everythingGlobal})
+	_, _, err = g.Dial(context.Background(), mustTarget(t, "meta.test:80"))
+	if denial(t, err).Rule != RuleMetadata {
+		t.Error("classifier override unblocked a metadata address")
+	}
+}
+
+// IP literals in every encoding of the metadata address: refused without a
+// DNS query even with an exact allow rule and private allowed.
+func TestGuardMetadataLiterals(t *testing.T) {
+	dns := newDNSServer(t, func(string, uint16, int) []netip.Addr { return nil })
+	for _, s := range []string{
+		"169.254.169.254:80", "2852039166:80", "0251.0376.0251.0376:80", "0xa9fea9fe:80", "169.254.43518:80",
+		"[::ffff:169.254.169.254]:80", "[64:ff9b::a9fe:a9fe]:80", "[2002:a9fe:a9fe::]:80", "[::a9fe:a9fe]:80",
+		"[fd00:ec2::254]:80", "100.100.100.200:80", "168.63.129.16:80",
+	} {
+		tg := mustTarget(t, s)
+		g := NewGuard(Policy{Allow: []Rule{{Host: tg.Host, Port: tg.Port}}, AllowPrivate: true}, Options{Resolver: dns.resolver(), Classify: testOutside})
+		_, at, err := g.Dial(context.Background(), tg)
+		if d := denial(t, err); d.Rule != RuleMetadata || len(at.Dialled) != 0 {
+			t.Errorf("%s: decision %+v", s, d)
+		}
+	}
+	if len(dns.queries) != 0 {
+		t.Errorf("IP literals were resolved: %v", dns.queries)
+	}
+}
+
+// Addresses are tried in answer order; a refused one falls through to the
+// next, and only answer addresses are ever dialled.
+func TestGuardDialsInOrder(t *testing.T) {
+	port, accepted := listen(t, outsideB)
+	dns := newDNSServer(t, func(string, uint16, int) []netip.Addr { return []netip.Addr{outsideA, outsideB} })
+	p := strconv.Itoa(int(port))
+	g := NewGuard(Policy{Allow: mustRules(t, "two.test:"+p)}, Options{Resolver: dns.resolver(), Classify: testOutside})
+	conn, at, err := g.Dial(context.Background(), mustTarget(t, "two.test:"+p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	<-accepted
+	want := []netip.AddrPort{netip.AddrPortFrom(outsideA, port), netip.AddrPortFrom(outsideB, port)}
+	if len(at.Dialled) != 2 || at.Dialled[0] != want[0] || at.Dialled[1] != want[1] || at.Remote != want[1] {
+		t.Errorf("attempt = %+v", at)
+	}
+
+	// Nothing listening anywhere: an allowed decision, a dial error, no denial.
+	port2, _ := listen(t, outsideA) // a port known to be closed on outsideB
+	_, at, err = NewGuard(Policy{Allow: mustRules(t, "127.0.0.3:"+strconv.Itoa(int(port2)))}, Options{Classify: testOutside}).
+		Dial(context.Background(), mustTarget(t, "127.0.0.3:"+strconv.Itoa(int(port2))))
+	var denied *gateway.DeniedError
+	if err == nil || errors.As(err, &denied) || !at.Decision.Allow || at.Err == "" || at.Detail()["dialError"] == nil {
+		t.Errorf("closed port: err %v, attempt %+v", err, at)
+	}
+}
+
+// The pure decision functions, as the gateway's pipeline calls them.
+func TestPolicyVetIsPure(t *testing.T) {
+	p := &Policy{}
+	if d := p.Vet([]netip.Addr{netip.MustParseAddr("8.8.8.8"), netip.MustParseAddr("2606:4700::1111")}, nil); !d.Allow {
+		t.Errorf("global answer refused: %+v", d)
+	}
+	if d := p.Vet([]netip.Addr{netip.MustParseAddr("8.8.8.8"), netip.MustParseAddr("192.168.1.1")}, nil); d.Rule != RuleMixed ||
+		!strings.Contains(d.Reason, "8.8.8.8") || !strings.Contains(d.Reason, "192.168.1.1") {
+		t.Errorf("mixed: %+v", d)
+	}
+}
