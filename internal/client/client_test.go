@@ -1,0 +1,122 @@
+package client
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as toolgate-client so run/kill are tested as the
+// separate processes they are in a sandbox.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("TOOLGATE_CLIENT_TEST_CALLS"); dir != "" {
+		callsDir = dir
+		os.Exit(Main(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+func client(t *testing.T, calls string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "TOOLGATE_CLIENT_TEST_CALLS="+calls)
+	return cmd
+}
+
+func runClient(t *testing.T, calls string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := client(t, calls, args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode(), o.String(), e.String()
+}
+
+func TestRun(t *testing.T) {
+	calls := t.TempDir()
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"exit code", []string{"run", "--", "sh", "-c", "echo hi; exit 7"}, 7, "hi\n", ""},
+		{"killed by signal", []string{"run", "--", "sh", "-c", "kill -9 $$"}, 137, "", ""},
+		{"timeout", []string{"run", "--timeout", "200ms", "--call", "t1", "--", "sh", "-c", "sleep 100 & sleep 100"}, 124, "", "timed out after 200ms"},
+		{"not found", []string{"run", "--", "/no/such/cmd"}, 127, "", "no such file"},
+		{"no argv", []string{"run", "--timeout", "1s"}, 2, "", "no command"},
+		{"bad call id", []string{"run", "--call", "../x", "--", "true"}, 2, "", "invalid call id"},
+		{"kill bad id", []string{"kill", "--call", "a/b"}, 2, "", "invalid call id"},
+		{"kill ended call", []string{"kill", "--call", "gone"}, 0, "", ""},
+		{"unknown command", []string{"frobnicate"}, 2, "", "unknown command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runClient(t, calls, tt.args...)
+			if code != tt.code || out != tt.stdout || !strings.Contains(errOut, tt.stderr) {
+				t.Fatalf("got %d %q %q, want %d %q ~%q", code, out, errOut, tt.code, tt.stdout, tt.stderr)
+			}
+		})
+	}
+	if left, _ := os.ReadDir(calls); len(left) != 0 {
+		t.Errorf("call records left behind: %v", left)
+	}
+}
+
+// TestKillEndsGroup starts a call whose child forks a grandchild, kills the
+// call by id and checks both are gone.
+func TestKillEndsGroup(t *testing.T) {
+	calls, work := t.TempDir(), t.TempDir()
+	pidFile := filepath.Join(work, "bg.pid")
+	cmd := client(t, calls, "run", "--call", "k1", "--", "sh", "-c", "sleep 100 & echo $! > "+pidFile+"; sleep 100")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the record and the background pid (bounded by the go test timeout).
+	var bg int
+	for bg == 0 {
+		time.Sleep(5 * time.Millisecond)
+		if _, err := os.Stat(filepath.Join(calls, "k1")); err != nil {
+			continue
+		}
+		b, _ := os.ReadFile(pidFile)
+		bg, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	if code, _, e := runClient(t, calls, "kill", "--call", "k1"); code != 0 {
+		t.Fatalf("kill: %d %s", code, e)
+	}
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 137 {
+		t.Fatalf("run exit %d (%v), want 137", code, err)
+	}
+	if alive(bg) {
+		t.Fatalf("background process %d survived the kill", bg)
+	}
+}
+
+// alive reports whether pid is still a live process (zombies count as dead).
+// A SIGKILLed process may take a moment to become a zombie, so it looks again.
+func alive(pid int) bool {
+	for range 1000 {
+		time.Sleep(time.Millisecond)
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return false
+		}
+		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && (f[0] == "Z" || f[0] == "X") {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,100 @@
+package sandbox
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseUser(t *testing.T) {
+	tests := []struct {
+		in       string
+		uid, gid int
+		ok       bool
+	}{
+		{"1000:1000", 1000, 1000, true},
+		{"1000", 1000, 1000, true},
+		{"0:0", 0, 0, true},
+		{"1000:2000", 1000, 2000, true},
+		{"agent", 0, 0, false},
+		{"1000:agent", 0, 0, false},
+		{"-1:0", 0, 0, false},
+		{"", 0, 0, false},
+		{":1000", 0, 0, false},
+	}
+	for _, tt := range tests {
+		uid, gid, err := ParseUser(tt.in)
+		if (err == nil) != tt.ok || uid != tt.uid || gid != tt.gid {
+			t.Errorf("ParseUser(%q) = %d, %d, %v", tt.in, uid, gid, err)
+		}
+	}
+}
+
+func FuzzParseUser(f *testing.F) {
+	for _, s := range []string{"1000:1000", "1000", "x", ":", "1:2:3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		uid, gid, err := ParseUser(s)
+		if err == nil && (uid < 0 || gid < 0) {
+			t.Fatalf("negative id from %q", s)
+		}
+	})
+}
+
+func TestValidCallID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"0123abcdef": true, "call-1_x": true, "": false, "..": false, "a/b": false,
+		"a b": false, "a\n": false, strings.Repeat("a", 129): false,
+	} {
+		if got := ValidCallID(id); got != want {
+			t.Errorf("ValidCallID(%q) = %v", id, got)
+		}
+	}
+}
+
+func FuzzValidCallID(f *testing.F) {
+	f.Add("abc")
+	f.Add("../x")
+	f.Fuzz(func(t *testing.T, id string) {
+		if ValidCallID(id) && (strings.ContainsAny(id, "/.\x00") || id == "") {
+			t.Fatalf("unsafe id %q accepted", id)
+		}
+	})
+}
+
+func TestRunArgv(t *testing.T) {
+	got := RunArgv("c1", 1500*time.Millisecond, []string{"sh", "-c", "echo hi"})
+	want := []string{"/tools/toolgate-client", "run", "--timeout", "1.5s", "--call", "c1", "--", "sh", "-c", "echo hi"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestSpec(t *testing.T) {
+	ok := AgentSpec{Agent: "a", Image: "img", Workspace: "/h/agents/a/workspace", ClientBinary: "/usr/bin/toolgate-client"}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := ok.ToolsBinDir(); got != "/h/agents/a/tools/bin" {
+		t.Errorf("ToolsBinDir = %s", got)
+	}
+	if ok.UserOrDefault() != DefaultUser {
+		t.Errorf("default user %q", ok.UserOrDefault())
+	}
+	bad := []func(*AgentSpec){
+		func(s *AgentSpec) { s.Agent = "" },
+		func(s *AgentSpec) { s.Image = "" },
+		func(s *AgentSpec) { s.Workspace = "rel/ws" },
+		func(s *AgentSpec) { s.ClientBinary = "" },
+		func(s *AgentSpec) { s.User = "agent" },
+	}
+	for i, mut := range bad {
+		s := ok
+		mut(&s)
+		if s.Validate() == nil {
+			t.Errorf("case %d: invalid spec accepted: %+v", i, s)
+		}
+	}
+}
