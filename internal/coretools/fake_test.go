@@ -24,7 +24,7 @@ type fakeSandbox struct {
 	execs []*gateway.ExecSpec
 }
 
-func newFake(t *testing.T) *fakeSandbox {
+func newFake(t testing.TB) *fakeSandbox {
 	t.Helper()
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "workspace"), 0o755); err != nil {
@@ -94,13 +94,13 @@ var testAgent = gateway.AgentInfo{Name: "demo", Workspace: "/workspace"}
 
 // harness runs calls through Prepare and Run as the gateway would.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	sb     *fakeSandbox
 	limits config.Limits
 	tools  map[string]gateway.Tool
 }
 
-func newHarness(t *testing.T, limits config.Limits) *harness {
+func newHarness(t testing.TB, limits config.Limits) *harness {
 	h := &harness{t: t, sb: newFake(t), limits: limits, tools: map[string]gateway.Tool{}}
 	for _, tool := range New(func(agent string) config.Limits {
 		if agent != testAgent.Name {
