@@ -1,0 +1,49 @@
+package audit
+
+import (
+	"sync"
+	"testing"
+)
+
+func benchAppend(b *testing.B, callers int) {
+	w := open(b, b.TempDir(), Options{MaxFileBytes: 64 << 20})
+	defer w.Close()
+	e := entry(1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	per := b.N / callers
+	for c := range callers {
+		n := per
+		if c == 0 {
+			n += b.N % callers
+		}
+		wg.Go(func() {
+			for range n {
+				x := *e
+				if err := w.Append(&x); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	st := w.Stats()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "entries/s")
+	b.ReportMetric(float64(st.Entries)/float64(st.Syncs), "entries/fsync")
+}
+
+func BenchmarkAppendSingle(b *testing.B)     { benchAppend(b, 1) }
+func BenchmarkAppendParallel64(b *testing.B) { benchAppend(b, 64) }
+
+func BenchmarkBound(b *testing.B) {
+	bd := NewBounder(1024)
+	bd.AddSecrets("hunter2-token", "ghp_abcdefghijklmnop")
+	raw := []byte(`{"command":"curl -H 'Authorization: hunter2-token' https://example.com/x","env":{"A":"1","B":"2"},"timeout":30}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		bd.Bound(raw)
+	}
+}
