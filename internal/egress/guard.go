@@ -79,6 +79,9 @@ type Options struct {
 	Resolver       Resolver      // nil: net.DefaultResolver
 	ResolveTimeout time.Duration // default 5s
 	DialTimeout    time.Duration // per address; default 5s
+	// NAT64 lists the network's operator NAT64 prefixes, so the IPv4
+	// address they carry is classified (the well-known prefix always is).
+	NAT64 []netip.Prefix
 	// Classify replaces address classification. Tests only: it lets a test
 	// treat loopback as its "outside". Configuration never sets it, and a
 	// metadata address stays refused whatever it returns.
@@ -103,10 +106,11 @@ func NewGuard(p Policy, o Options) *Guard {
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 5 * time.Second
 	}
-	g := &Guard{policy: p, opts: o, classify: Classify}
+	real := Classifier{NAT64: o.NAT64}.Classify
+	g := &Guard{policy: p, opts: o, classify: real}
 	if o.Classify != nil {
 		g.classify = func(a netip.Addr) Class {
-			if Classify(a) == Metadata {
+			if real(a) == Metadata {
 				return Metadata
 			}
 			return o.Classify(a)

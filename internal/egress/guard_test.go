@@ -264,6 +264,19 @@ func TestGuardPrivateAllowedButNeverMetadata(t *testing.T) {
 	}
 }
 
+// An operator NAT64 prefix the guard is told about carries metadata too.
+func TestGuardOperatorNAT64(t *testing.T) {
+	dns := newDNSServer(t, func(string, uint16, int) []netip.Addr {
+		return []netip.Addr{netip.MustParseAddr("2a01:0:a9fe:a9fe::")}
+	})
+	g := NewGuard(Policy{Allow: mustRules(t, "nat64.test:80"), AllowPrivate: true},
+		Options{Resolver: dns.resolver(), NAT64: []netip.Prefix{netip.MustParsePrefix("2a01::/32")}})
+	_, at, err := g.Dial(context.Background(), mustTarget(t, "nat64.test:80"))
+	if d := denial(t, err); d.Rule != RuleMetadata || len(at.Dialled) != 0 {
+		t.Errorf("decision %+v", d)
+	}
+}
+
 // IP literals in every encoding of the metadata address: refused without a
 // DNS query even with an exact allow rule and private allowed.
 func TestGuardMetadataLiterals(t *testing.T) {
