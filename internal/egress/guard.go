@@ -106,11 +106,11 @@ func NewGuard(p Policy, o Options) *Guard {
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 5 * time.Second
 	}
-	real := Classifier{NAT64: o.NAT64}.Classify
-	g := &Guard{policy: p, opts: o, classify: real}
+	base := Classifier{NAT64: o.NAT64}.Classify
+	g := &Guard{policy: p, opts: o, classify: base}
 	if o.Classify != nil {
 		g.classify = func(a netip.Addr) Class {
-			if real(a) == Metadata {
+			if base(a) == Metadata {
 				return Metadata
 			}
 			return o.Classify(a)
