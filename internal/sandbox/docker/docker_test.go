@@ -444,6 +444,31 @@ func TestFilesRoundTrip(t *testing.T) {
 			t.Errorf("%q owned by %d:%d", n, st.Uid, st.Gid)
 		}
 	}
+	// tmpfs paths: invisible to the archive API, served by argv execs.
+	for _, p := range []string{"/tmp/plain", "/tmp/sub dir/$(touch pwned) \"q'\n.txt"} {
+		data := []byte("tmpfs " + p + "\x00\xff")
+		if err := sb.WriteFile(ctx, p, data); err != nil {
+			t.Fatalf("write %q: %v", p, err)
+		}
+		if r := mustRun(t, sb, "cat", "--", p); r.stdout != string(data) {
+			t.Fatalf("cat %q in the sandbox: %q %q", p, r.stdout, r.stderr)
+		}
+		f, err := sb.ReadFile(ctx, p, 5)
+		if err != nil {
+			t.Fatalf("read %q: %v", p, err)
+		}
+		if string(f.Data) != "tmpfs" || f.Size != int64(len(data)) || f.Mode != 0o644 {
+			t.Fatalf("read %q: %q size %d mode %o", p, f.Data, f.Size, f.Mode)
+		}
+	}
+	if r := mustRun(t, sb, "ls", "-A", "/tmp", "/tmp/sub dir"); strings.Contains(r.stdout, ".toolgate-tmp") {
+		t.Fatalf("temp file left in /tmp:\n%s", r.stdout)
+	}
+	for _, p := range []string{"/tmp/pwned", "/tmp/sub dir/pwned", "/workspace/pwned"} {
+		if mustRun(t, sb, "test", "-e", p).out.ExitCode == 0 {
+			t.Fatalf("a file name was run through a shell: %s exists", p)
+		}
+	}
 	if _, err := os.Stat(filepath.Join(spec.Workspace, "pwned")); err == nil {
 		t.Fatal("a file name was run through a shell")
 	}
@@ -481,6 +506,8 @@ func TestFileErrors(t *testing.T) {
 		{"read relative", func() error { _, err := sb.ReadFile(ctx, "workspace/x", -1); return err }, "not absolute"},
 		{"write read-only root", func() error { return sb.WriteFile(ctx, "/etc/evil", []byte("x")) }, "read-only"},
 		{"write read-only new dir", func() error { return sb.WriteFile(ctx, "/usr/newdir/x", []byte("x")) }, "Read-only file system"},
+		{"read tmpfs dir", func() error { _, err := sb.ReadFile(ctx, "/tmp", -1); return err }, "is a directory"},
+		{"read tmpfs missing", func() error { _, err := sb.ReadFile(ctx, "/tmp/nope", -1); return err }, "/tmp/nope"},
 		{"write over dir", func() error { return sb.WriteFile(ctx, "/workspace", []byte("x")) }, "is a directory"},
 		{"write read-only mount", func() error { return sb.WriteFile(ctx, "/tools/bin/x", []byte("x")) }, "/tools/bin/x"},
 	}

@@ -211,21 +211,33 @@ func (s *Sandbox) running(ctx context.Context) bool {
 func (s *Sandbox) killCall(ctx context.Context, callID string) {
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
 	defer cancel()
-	_, _, _ = s.run(kctx, sandbox.KillArgv(callID))
+	_, _, _ = s.run(kctx, sandbox.KillArgv(callID), nil, nil)
 }
 
-// run executes a short helper argv (mkdir, mv, kill) without the client
+// run executes a short helper argv (mkdir, mv, kill …) without the client
 // wrapper and returns its exit code and bounded stderr.
-func (s *Sandbox) run(ctx context.Context, argv []string) (int, string, error) {
-	execID, att, err := s.start(ctx, client.ExecCreateOptions{Cmd: argv, AttachStdout: true, AttachStderr: true})
+// Stdout goes to stdout (nil: kept with stderr).
+func (s *Sandbox) run(ctx context.Context, argv []string, stdin []byte, stdout io.Writer) (int, string, error) {
+	execID, att, err := s.start(ctx, client.ExecCreateOptions{
+		Cmd: argv, AttachStdin: stdin != nil, AttachStdout: true, AttachStderr: true,
+	})
 	if err != nil {
 		return 0, "", err
 	}
 	defer att.Close()
+	if stdin != nil {
+		go func() {
+			_, _ = att.Conn.Write(stdin)
+			_ = att.CloseWrite()
+		}()
+	}
 	errBuf := &capWriter{max: 4096}
+	if stdout == nil {
+		stdout = errBuf
+	}
 	copied := make(chan error, 1)
 	go func() {
-		_, err := stdcopy.StdCopy(errBuf, errBuf, att.Reader)
+		_, err := stdcopy.StdCopy(stdout, errBuf, att.Reader)
 		copied <- err
 	}()
 	select {

@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"path"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -27,6 +29,9 @@ const maxLinks = 40
 func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) (*gateway.File, error) {
 	if err := checkAbs(p); err != nil {
 		return nil, err
+	}
+	if onTmpfs(p) {
+		return s.readViaExec(ctx, p, limit)
 	}
 	id, _ := s.current()
 	for hops := 0; ; hops++ {
@@ -85,6 +90,9 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte) error {
 	if err := s.argv(ctx, "write "+p, "mkdir", "-p", "--", dir); err != nil {
 		return err
 	}
+	if onTmpfs(p) {
+		return s.writeViaExec(ctx, p, data)
+	}
 	mode := int64(0o644)
 	id, _ := s.current()
 	if st, err := s.m.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: p}); err == nil {
@@ -113,19 +121,84 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte) error {
 	if _, err := s.m.cli.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: dir, Content: &buf}); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
-	tmpPath := path.Join(dir, tmp)
+	return s.rename(ctx, path.Join(dir, tmp), p)
+}
+
+// rename moves the temp file over the target, removing it on failure.
+func (s *Sandbox) rename(ctx context.Context, tmpPath, p string) error {
 	if err := s.argv(ctx, "write "+p, "mv", "-f", "--", tmpPath, p); err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
 		defer cancel()
-		_, _, _ = s.run(rctx, []string{"rm", "-f", "--", tmpPath})
+		_, _, _ = s.run(rctx, []string{"rm", "-f", "--", tmpPath}, nil, nil)
 		return err
 	}
 	return nil
 }
 
+// tmpfsDirs are the sandbox's tmpfs mounts. They live only in the
+// container's mount namespace, so the archive API cannot see them (it
+// reads and writes the image layer underneath); files there go through
+// argv execs as the sandbox user instead.
+var tmpfsDirs = []string{"/tmp", sandbox.RunDir}
+
+func onTmpfs(p string) bool {
+	p = path.Clean(p)
+	for _, d := range tmpfsDirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Sandbox) readViaExec(ctx context.Context, p string, limit int64) (*gateway.File, error) {
+	var st bytes.Buffer
+	// %F file type, %s size, %a octal permissions; -L follows symlinks in the sandbox.
+	if err := s.argvIO(ctx, "read "+p, nil, &st, "stat", "-L", "-c", "%F|%s|%a", "--", p); err != nil {
+		return nil, err
+	}
+	f := strings.Split(strings.TrimSpace(st.String()), "|")
+	if len(f) != 3 {
+		return nil, fmt.Errorf("read %s: unexpected stat output %q", p, st.String())
+	}
+	switch f[0] {
+	case "regular file", "regular empty file":
+	case "directory":
+		return nil, fmt.Errorf("read %s: is a directory", p)
+	default:
+		return nil, fmt.Errorf("read %s: not a regular file (%s)", p, f[0])
+	}
+	size, err1 := strconv.ParseInt(f[1], 10, 64)
+	mode, err2 := strconv.ParseUint(f[2], 8, 32)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("read %s: unexpected stat output %q", p, st.String())
+	}
+	var data bytes.Buffer
+	argv := []string{"cat", "--", p}
+	if limit >= 0 {
+		argv = []string{"head", "-c", strconv.FormatInt(limit, 10), "--", p}
+	}
+	if err := s.argvIO(ctx, "read "+p, nil, &data, argv...); err != nil {
+		return nil, err
+	}
+	return &gateway.File{Path: p, Size: size, Mode: uint32(mode), Data: data.Bytes()}, nil
+}
+
+func (s *Sandbox) writeViaExec(ctx context.Context, p string, data []byte) error {
+	tmpPath := path.Join(path.Dir(p), ".toolgate-tmp-"+randomHex())
+	if err := s.argvIO(ctx, "write "+p, data, io.Discard, "dd", "of="+tmpPath, "bs=65536"); err != nil {
+		return err
+	}
+	return s.rename(ctx, tmpPath, p)
+}
+
 // argv runs a helper command and turns a failure into an error naming what.
 func (s *Sandbox) argv(ctx context.Context, what string, argv ...string) error {
-	code, stderr, err := s.run(ctx, argv)
+	return s.argvIO(ctx, what, nil, nil, argv...)
+}
+
+func (s *Sandbox) argvIO(ctx context.Context, what string, stdin []byte, stdout io.Writer, argv ...string) error {
+	code, stderr, err := s.run(ctx, argv, stdin, stdout)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
