@@ -1,10 +1,3 @@
-// Package hooks is the transport-free half of toolgate's Claude Code
-// integration: it parses hook input, maps it onto the gateway's call model,
-// renders the gate's answer exactly as the CLI (2.1.328) requires, writes the
-// settings document that registers gate and tap, ingests stream-json
-// transcripts as observations, and spools tap events that could not be
-// delivered. The socket client and server call it; nothing here does I/O
-// beyond the reader, writer or directory it is given.
 package hooks
 
 import (
