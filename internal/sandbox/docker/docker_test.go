@@ -280,6 +280,16 @@ func TestRecreatedAfterKill(t *testing.T) {
 	if r.stdout != "before\n" || sb.ContainerID() == old {
 		t.Fatalf("after remove: %q, id %s (old %s)", r.stdout, sb.ContainerID(), old)
 	}
+
+	// A file read also brings back a removed sandbox.
+	if err := testMgr.Remove(ctx, spec.Agent); err != nil {
+		t.Fatal(err)
+	}
+	old = sb.ContainerID()
+	f, err := sb.ReadFile(ctx, "/workspace/f", -1)
+	if err != nil || string(f.Data) != "before\n" || sb.ContainerID() == old {
+		t.Fatalf("read after remove: %v, id %s (old %s)", err, sb.ContainerID(), old)
+	}
 }
 
 func waitNotRunning(t *testing.T, id string) {

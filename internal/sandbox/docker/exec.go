@@ -167,8 +167,7 @@ func (s *Sandbox) finish(ctx context.Context, execID string, copyErr error, time
 // it is brought back (same workspace) and the exec is tried once more.
 func (s *Sandbox) start(ctx context.Context, opts client.ExecCreateOptions) (string, client.ExecAttachResult, error) {
 	for attempt := 0; ; attempt++ {
-		id, spec := s.current()
-		created, err := s.m.cli.ExecCreate(ctx, id, opts)
+		created, err := s.m.cli.ExecCreate(ctx, s.ContainerID(), opts)
 		if err == nil {
 			att, err := s.m.cli.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 			if err != nil {
@@ -176,13 +175,24 @@ func (s *Sandbox) start(ctx context.Context, opts client.ExecCreateOptions) (str
 			}
 			return created.ID, att, nil
 		}
-		if attempt > 0 || ctx.Err() != nil || s.running(ctx) {
+		if attempt > 0 || !s.revive(ctx) {
 			return "", client.ExecAttachResult{}, fmt.Errorf("exec in sandbox of agent %s: %w", s.agent, err)
 		}
-		if _, err := s.m.Ensure(ctx, spec); err != nil {
-			return "", client.ExecAttachResult{}, err
-		}
 	}
+}
+
+// revive brings back a container that is not running after an operation on
+// it failed. It reports whether the operation is worth retrying.
+func (s *Sandbox) revive(ctx context.Context) bool {
+	if ctx.Err() != nil || s.running(ctx) {
+		return false
+	}
+	_, spec := s.current()
+	if cur, ok := s.m.spec(s.agent); ok {
+		spec = cur // a reload may have changed it
+	}
+	_, err := s.m.Ensure(ctx, spec)
+	return err == nil
 }
 
 // stopping tells whether the container stopped or is about to: when it is
@@ -211,6 +221,9 @@ func (s *Sandbox) running(ctx context.Context) bool {
 func (s *Sandbox) killCall(ctx context.Context, callID string) {
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
 	defer cancel()
+	if !s.running(kctx) {
+		return // nothing left to kill; do not bring the sandbox back for it
+	}
 	_, _, _ = s.run(kctx, sandbox.KillArgv(callID), nil, nil)
 }
 

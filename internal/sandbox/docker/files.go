@@ -34,10 +34,16 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) (*gateway
 		return s.readViaExec(ctx, p, limit)
 	}
 	id, _ := s.current()
+	revived := false
 	for hops := 0; ; hops++ {
 		res, err := s.m.cli.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: p})
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", p, err)
+			if revived || !s.revive(ctx) {
+				return nil, fmt.Errorf("read %s: %w", p, err)
+			}
+			revived = true // the container is back (a removed one is new): once more
+			id, _ = s.current()
+			continue
 		}
 		st := res.Stat
 		switch {

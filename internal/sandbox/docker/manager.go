@@ -107,6 +107,13 @@ func (m *Manager) SetSpecs(specs []sandbox.AgentSpec) {
 	m.specs = next
 }
 
+func (m *Manager) spec(agent string) (sandbox.AgentSpec, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.specs[agent]
+	return s, ok
+}
+
 // Sandbox returns the agent's sandbox, creating, starting or recreating its
 // container when it is missing, stopped or out of date.
 func (m *Manager) Sandbox(ctx context.Context, agent string) (gateway.Sandbox, error) {
