@@ -58,9 +58,9 @@ func (c *Call) ArgsMap() map[string]any {
 
 // Decision is the outcome of policy for one call.
 type Decision struct {
-	Allow  bool
-	Rule   string // the rule that decided, e.g. "rules[2]" or "tools.allowlist"
-	Reason string
+	Allow  bool   `json:"allow"`
+	Rule   string `json:"rule"` // the rule that decided, e.g. "rules[2]" or "tools.allowlist"
+	Reason string `json:"reason"`
 }
 
 // Verdict renders the decision as it appears in the audit log.

@@ -128,32 +128,36 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 	return res, err
 }
 
-// Decide prepares and decides a call without running or recording it: the
-// dry run behind `policy eval` and replay.
-func (g *Gateway) Decide(call *Call) Decision {
-	_, dec := g.decide(g.state.Load(), call)
-	return dec
+func (g *Gateway) decide(snap *Snapshot, call *Call) (Tool, Decision) {
+	tool, refused := Prepare(snap, call)
+	if refused != nil {
+		return tool, *refused
+	}
+	return tool, snap.Decider.Decide(call)
 }
 
-func (g *Gateway) decide(snap *Snapshot, call *Call) (Tool, Decision) {
+// Prepare identifies the agent and tool of a call and lets the tool validate
+// its arguments and fill the policy facts. A non-nil Decision means the call
+// is refused before policy is asked (unknown agent or tool, bad arguments).
+func Prepare(snap *Snapshot, call *Call) (Tool, *Decision) {
 	agent, ok := snap.Agents[call.Agent]
 	if !ok {
-		return nil, Decision{Rule: "agent.unknown", Reason: fmt.Sprintf("unknown agent %q", call.Agent)}
+		return nil, &Decision{Rule: "agent.unknown", Reason: fmt.Sprintf("unknown agent %q", call.Agent)}
 	}
 	if len(call.Args) > 0 && !json.Valid(call.Args) {
-		return nil, Decision{Rule: "args.invalid", Reason: "arguments are not valid JSON"}
+		return nil, &Decision{Rule: "args.invalid", Reason: "arguments are not valid JSON"}
 	}
 	tool, ok := snap.Tools[call.Tool]
 	if !ok {
-		return nil, Decision{Rule: "tool.unknown", Reason: fmt.Sprintf("unknown tool %q", call.Tool)}
+		return nil, &Decision{Rule: "tool.unknown", Reason: fmt.Sprintf("unknown tool %q", call.Tool)}
 	}
 	if call.Kind == "" {
 		call.Kind = tool.Kind()
 	}
 	if err := tool.Prepare(call, agent); err != nil {
-		return tool, Decision{Rule: "args.invalid", Reason: err.Error()}
+		return tool, &Decision{Rule: "args.invalid", Reason: err.Error()}
 	}
-	return tool, snap.Decider.Decide(call)
+	return tool, nil
 }
 
 func (g *Gateway) entry(call *Call, tool Tool, dec Decision) *Entry {

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/adminapi"
+)
+
+func newAgentsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "agents",
+		Short: "List agents with their sandbox state and call counts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := adminapi.Dial(g.home)
+			if err != nil {
+				return err
+			}
+			rows, err := c.Agents(cmd.Context())
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "AGENT\tCONTAINER\tIMAGE\tSTATE\tUPTIME\tCALLS\tDENIALS")
+			for _, r := range rows {
+				uptime := "-"
+				if !r.StartedAt.IsZero() && r.State == "running" {
+					uptime = time.Since(r.StartedAt).Round(time.Second).String()
+				}
+				state := r.State
+				if r.Error != "" {
+					state += " (" + r.Error + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%.12s\t%s\t%s\t%s\t%d\t%d\n", r.Agent, r.Container, r.Image, state, uptime, r.Calls, r.Denials)
+			}
+			return tw.Flush()
+		},
+	}
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/gateway"
+)
+
+func newAuditCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "audit", Short: "Read and verify the audit log"}
+	cmd.AddCommand(newAuditTailCmd(g), newAuditVerifyCmd(g), newAuditShowCmd(g))
+	return cmd
+}
+
+// auditDir is the configured audit directory, HOME/logs without a config.
+func (g *globals) auditDir() string {
+	if cfg, err := config.Load(g.home, g.config); err == nil {
+		return cfg.Gateway.Audit.Dir
+	}
+	return filepath.Join(g.home, "logs")
+}
+
+func newAuditTailCmd(g *globals) *cobra.Command {
+	var (
+		f      audit.Filter
+		n      int
+		follow bool
+		asJSON bool
+		since  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:     "tail",
+		Short:   "Print the last entries, optionally following new ones",
+		Example: "  toolgate audit tail -f --agent demo --decision deny",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if since > 0 {
+				f.Since = time.Now().Add(-since)
+			}
+			print := printEntry
+			if asJSON {
+				enc := json.NewEncoder(os.Stdout)
+				print = func(e *gateway.Entry) error { return enc.Encode(e) }
+			}
+			return audit.Tail(cmd.Context(), g.auditDir(), f, n, follow, print)
+		},
+	}
+	cmd.Flags().StringVar(&f.Agent, "agent", "", "only this agent")
+	cmd.Flags().StringVar(&f.Type, "type", "", "only this type (core_tool, tool, hook, egress, admin, observed)")
+	cmd.Flags().StringVar(&f.Decision, "decision", "", "only allow or deny")
+	cmd.Flags().StringVar(&f.Tool, "tool", "", "only this tool")
+	cmd.Flags().DurationVar(&since, "since", 0, "only entries newer than this (e.g. 1h)")
+	cmd.Flags().IntVarP(&n, "lines", "n", 20, "how many past entries to print")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new entries")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print entries as JSON lines")
+	return cmd
+}
+
+func newAuditVerifyCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify",
+		Short: "Check the hash chain across all audit files; name the first bad line",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := g.auditDir()
+			rep, err := audit.Verify(dir)
+			if err != nil {
+				return err
+			}
+			if !rep.OK() {
+				return fmt.Errorf("audit chain broken after %d good entries: %s", rep.Entries, rep.Bad)
+			}
+			fmt.Printf("ok: %d entries in %d files, chain intact (last hash %.16s…)\n", rep.Entries, rep.Files, rep.Last)
+			return nil
+		},
+	}
+}
+
+func newAuditShowCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ID",
+		Short: "Print every entry of one call (its decision and its result) as JSON",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			entries, err := audit.Find(g.auditDir(), args[0])
+			if err != nil {
+				return err
+			}
+			if len(entries) == 0 {
+				return errors.New("no audit entry with id " + args[0])
+			}
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			for _, e := range entries {
+				if err := enc.Encode(e); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// printEntry writes one entry as a line for people.
+func printEntry(e *gateway.Entry) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  %.12s  %-8s %-6s %-9s %-10s %-5s", e.TS.Local().Format("15:04:05.000"), e.ID, e.Phase,
+		orDash(e.Agent), e.Type, e.Tool, e.Decision)
+	if e.Rule != "" {
+		fmt.Fprintf(&b, " [%s]", e.Rule)
+	}
+	if e.Reason != "" && e.Decision == "deny" {
+		fmt.Fprintf(&b, " %s", e.Reason)
+	}
+	if e.ExitCode != nil {
+		fmt.Fprintf(&b, " exit=%d", *e.ExitCode)
+	}
+	if e.DurationMs != nil {
+		fmt.Fprintf(&b, " %.1fms", *e.DurationMs)
+	}
+	if e.Error != "" {
+		fmt.Fprintf(&b, " error=%q", e.Error)
+	}
+	if len(e.Args) > 0 && e.Phase == gateway.PhaseDecision {
+		args := string(e.Args)
+		if len(args) > 120 {
+			args = args[:120] + "…"
+		}
+		fmt.Fprintf(&b, " %s", args)
+	}
+	_, err := fmt.Println(b.String())
+	return err
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func newCallCmd(g *globals) *cobra.Command {
+	var args string
+	cmd := &cobra.Command{
+		Use:     "call AGENT TOOL --args JSON",
+		Short:   "Call any tool with JSON arguments and print the JSON result",
+		Example: `  toolgate call demo read --args '{"path":"notes/a.txt","limit":10}'`,
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			res, err := callTool(cmd, g, argv[0], argv[1], json.RawMessage(args), false)
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(res)
+		},
+	}
+	cmd.Flags().StringVar(&args, "args", "{}", "arguments as a JSON object")
+	return cmd
+}

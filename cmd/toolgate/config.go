@@ -1,0 +1,30 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/daemon"
+)
+
+func newConfigCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Inspect the configuration"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "check",
+		Short: "Validate the config file: every problem with its line, rules compiled",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := config.Load(g.home, g.config)
+			if err != nil {
+				return err
+			}
+			if _, err := daemon.Build(cfg); err != nil {
+				return err
+			}
+			fmt.Printf("%s: ok (%d agents, %d plugins)\n", cfg.Path, len(cfg.Agents), len(cfg.Plugins))
+			return nil
+		},
+	})
+	return cmd
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+func newExecCmd(g *globals) *cobra.Command {
+	var (
+		cwd, timeout string
+		env          []string
+		stdin        bool
+		shell        string
+	)
+	cmd := &cobra.Command{
+		Use:   "exec AGENT [flags] -- ARGV... | exec AGENT -c 'SHELL COMMAND'",
+		Short: "Run a command in an agent's sandbox through the gateway",
+		Example: `  toolgate exec demo -- sh -c 'echo hi; exit 3'
+  toolgate exec demo -c 'ls -la' --cwd notes`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			call := map[string]any{}
+			if shell != "" {
+				call["command"] = shell
+			} else {
+				if len(args) < 2 {
+					return usageErr(cmd, "give a command after -- or with -c")
+				}
+				call["argv"] = args[1:]
+			}
+			if cwd != "" {
+				call["cwd"] = cwd
+			}
+			if timeout != "" {
+				call["timeout"] = timeout
+			}
+			if len(env) > 0 {
+				m := map[string]string{}
+				for _, kv := range env {
+					k, v, ok := strings.Cut(kv, "=")
+					if !ok {
+						return usageErr(cmd, "--env wants NAME=VALUE, got "+kv)
+					}
+					m[k] = v
+				}
+				call["env"] = m
+			}
+			if stdin {
+				b, err := io.ReadAll(os.Stdin)
+				if err != nil {
+					return err
+				}
+				call["stdin"] = string(b)
+			}
+			res, err := callTool(cmd, g, args[0], "exec", call, true)
+			if err != nil {
+				return err
+			}
+			if res.ExitCode != nil && *res.ExitCode != 0 {
+				return exitCode(*res.ExitCode)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&shell, "command", "c", "", "a shell command line, run with /bin/sh -c")
+	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (relative to the workspace)")
+	cmd.Flags().StringVar(&timeout, "timeout", "", "kill the process tree after this long (e.g. 30s)")
+	cmd.Flags().StringArrayVarP(&env, "env", "e", nil, "environment NAME=VALUE (repeatable)")
+	cmd.Flags().BoolVarP(&stdin, "interactive", "i", false, "send this command's stdin to the process")
+	return cmd
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func newPatchCmd(g *globals) *cobra.Command {
+	var old, repl, diffFile string
+	cmd := &cobra.Command{
+		Use:   "patch AGENT PATH (--old TEXT --new TEXT | --diff FILE)",
+		Short: "Edit a file in an agent's sandbox: replace text that occurs exactly once, or apply a unified diff",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			call := map[string]any{"path": args[1]}
+			switch {
+			case diffFile != "":
+				b, err := os.ReadFile(diffFile)
+				if err != nil {
+					return err
+				}
+				call["diff"] = string(b)
+			case cmd.Flags().Changed("old"):
+				call["old"], call["new"] = old, repl
+			default:
+				return usageErr(cmd, "give --old and --new, or --diff")
+			}
+			res, err := callTool(cmd, g, args[0], "patch", call, false)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "patched %v (%v bytes)\n", output(res, "path"), output(res, "bytes"))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&old, "old", "", "text that must occur exactly once")
+	cmd.Flags().StringVar(&repl, "new", "", "replacement text")
+	cmd.Flags().StringVar(&diffFile, "diff", "", "a unified diff file to apply")
+	return cmd
+}

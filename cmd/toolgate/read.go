@@ -1,0 +1,53 @@
+package main
+
+import (
+	"encoding/base64"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func newReadCmd(g *globals) *cobra.Command {
+	var offset, limit int
+	var raw bool
+	cmd := &cobra.Command{
+		Use:   "read AGENT PATH",
+		Short: "Print a file from an agent's sandbox (relative paths are in the workspace)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			call := map[string]any{"path": args[1]}
+			if offset > 0 {
+				call["offset"] = offset
+			}
+			if limit > 0 {
+				call["limit"] = limit
+			}
+			if raw {
+				call["encoding"] = "base64"
+			}
+			res, err := callTool(cmd, g, args[0], "read", call, false)
+			if err != nil {
+				return err
+			}
+			content, _ := output(res, "content").(string)
+			if raw {
+				b, err := base64.StdEncoding.DecodeString(content)
+				if err != nil {
+					return err
+				}
+				_, err = os.Stdout.Write(b)
+				return err
+			}
+			fmt.Print(content)
+			if t, _ := output(res, "truncated").(bool); t {
+				fmt.Fprintln(os.Stderr, "toolgate: output truncated at the read size limit")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&offset, "offset", 0, "first line to print (1-based)")
+	cmd.Flags().IntVar(&limit, "limit", 0, "number of lines to print")
+	cmd.Flags().BoolVar(&raw, "binary", false, "read bytes as they are (binary files)")
+	return cmd
+}

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/daemon"
+)
+
+func newServeCmd(g *globals) *cobra.Command {
+	var debug bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the gateway: create or re-attach one sandbox per agent and serve the admin API",
+		Long: `Run the gateway in the foreground. It refuses to start when the config is invalid,
+the audit log cannot be opened or the Docker Engine is unreachable.
+SIGHUP reloads the config; SIGTERM/SIGINT drain calls in flight and stop.
+Sandboxes keep running after it stops and are re-attached by the next serve.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			level := slog.LevelInfo
+			if debug {
+				level = slog.LevelDebug
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			return daemon.Run(cmd.Context(), daemon.Options{Home: g.home, ConfigPath: g.config, Logger: log})
+		},
+	}
+	cmd.Flags().BoolVar(&debug, "debug", false, "log at debug level")
+	return cmd
+}

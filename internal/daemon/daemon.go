@@ -1,0 +1,271 @@
+// Package daemon is `toolgate serve`: it wires configuration, policy, audit,
+// sandboxes and the gateway together, serves the admin API, and reloads on
+// SIGHUP without dropping calls in flight.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/auth"
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/sandbox/docker"
+)
+
+// Options locate the daemon's configuration.
+type Options struct {
+	Home       string
+	ConfigPath string // default HOME/config.yaml
+	Logger     *slog.Logger
+	// Ready, when set, is called once the admin API is listening.
+	Ready func()
+}
+
+// Daemon is a running gateway.
+type Daemon struct {
+	opts    Options
+	log     *slog.Logger
+	audit   *audit.Writer
+	docker  *docker.Manager
+	gw      *gateway.Gateway
+	client  string
+	mu      sync.Mutex // guards built across reloads
+	built   *Built
+	servers []*http.Server
+}
+
+// Run starts the gateway and serves until ctx ends or SIGTERM/SIGINT arrives.
+func Run(ctx context.Context, opts Options) error {
+	d, err := Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	for {
+		select {
+		case <-ctx.Done():
+			return d.Shutdown(context.Background())
+		case s := <-sigs:
+			if s == syscall.SIGHUP {
+				if err := d.Reload(ctx); err != nil {
+					d.log.Error("reload failed; keeping the running configuration", "err", err)
+				}
+				continue
+			}
+			d.log.Info("shutting down", "signal", s.String())
+			return d.Shutdown(context.Background())
+		}
+	}
+}
+
+// Start brings the gateway up: it refuses to start when the configuration is
+// invalid, the audit log cannot be opened, or the Docker Engine is unreachable.
+func Start(ctx context.Context, opts Options) (*Daemon, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg, err := config.Load(opts.Home, opts.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	built, err := Build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	client, err := ClientBinary(cfg)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := auth.OpenStore(filepath.Join(opts.Home, auth.StoreFile))
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := docker.New(ctx, docker.Options{})
+	if err != nil {
+		return nil, err
+	}
+	aw, err := audit.Open(cfg.Gateway.Audit.Dir, audit.Options{MaxFileBytes: cfg.Gateway.Audit.MaxFileBytes, Logger: log})
+	if err != nil {
+		mgr.Close()
+		return nil, fmt.Errorf("opening the audit log: %w", err)
+	}
+	d := &Daemon{opts: opts, log: log, audit: aw, docker: mgr, client: client, built: built}
+	bounder := audit.NewBounder(cfg.Gateway.Audit.MaxArgBytes)
+	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: mgr, BoundArgs: bounder.Bound, Logger: log}, built.Snapshot)
+
+	if err := d.ensureSandboxes(ctx, built); err != nil {
+		d.close()
+		return nil, err
+	}
+	api := &adminapi.Server{Gateway: d.gw, Tokens: tokens, Status: d.status, Explain: d.explain}
+	if err := d.listen(api.Handler(), cfg); err != nil {
+		d.close()
+		return nil, err
+	}
+	log.Info("toolgate serving", "home", opts.Home, "agents", len(cfg.Agents), "docker_api", mgr.APIVersion(), "audit", cfg.Gateway.Audit.Dir)
+	if opts.Ready != nil {
+		opts.Ready()
+	}
+	return d, nil
+}
+
+// Gateway is the running pipeline (tests and other entry points use it).
+func (d *Daemon) Gateway() *gateway.Gateway { return d.gw }
+
+// ensureSandboxes makes every agent's container exist and run, building the
+// default image first when an agent uses it and it is missing.
+func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) error {
+	specs := b.Specs(d.client)
+	d.docker.SetSpecs(specs)
+	for _, s := range specs {
+		if s.Image == sandbox.DefaultImage {
+			if _, err := d.docker.BuildDefaultImage(ctx, s.Image, false); err != nil {
+				return fmt.Errorf("building the default sandbox image: %w", err)
+			}
+			break
+		}
+	}
+	var errs []error
+	for _, s := range specs {
+		if _, err := d.docker.Ensure(ctx, s); err != nil {
+			errs = append(errs, fmt.Errorf("sandbox for agent %s: %w", s.Agent, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Reload re-reads the configuration and swaps it in; calls in flight finish
+// on the snapshot they started with. An invalid file changes nothing.
+func (d *Daemon) Reload(ctx context.Context) error {
+	cfg, err := config.Load(d.opts.Home, d.opts.ConfigPath)
+	if err != nil {
+		return err
+	}
+	built, err := Build(cfg)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.built = built
+	d.mu.Unlock()
+	d.gw.Swap(built.Snapshot)
+	d.log.Info("configuration reloaded", "agents", len(cfg.Agents))
+	return d.ensureSandboxes(ctx, built)
+}
+
+func (d *Daemon) explain(call *gateway.Call) any {
+	d.mu.Lock()
+	b := d.built
+	d.mu.Unlock()
+	return b.Explain(call)
+}
+
+func (d *Daemon) status(ctx context.Context) ([]adminapi.AgentStatus, error) {
+	d.mu.Lock()
+	agents := d.built.Config.Agents
+	d.mu.Unlock()
+	st, err := d.docker.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byAgent := map[string]sandbox.Status{}
+	for _, s := range st {
+		byAgent[s.Agent] = s
+	}
+	var rows []adminapi.AgentStatus
+	for name, a := range agents {
+		s, ok := byAgent[name]
+		row := adminapi.AgentStatus{Agent: name, Image: a.Image, State: "missing"}
+		if ok {
+			row.Container, row.Image, row.State, row.StartedAt = s.ContainerID, s.Image, s.State, s.StartedAt
+		}
+		rows = append(rows, row)
+	}
+	slices.SortFunc(rows, func(a, b adminapi.AgentStatus) int { return strings.Compare(a.Agent, b.Agent) })
+	return rows, nil
+}
+
+// listen serves the admin API on HOME/admin.sock (0600) and, when
+// configured, on a loopback TCP address.
+func (d *Daemon) listen(h http.Handler, cfg *config.Config) error {
+	sock := filepath.Join(d.opts.Home, adminapi.SocketName)
+	if err := removeStaleSocket(sock); err != nil {
+		return err
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return fmt.Errorf("admin socket: %w", err)
+	}
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close()
+		return err
+	}
+	lns := []net.Listener{ln}
+	if cfg.Gateway.Listen != "" {
+		tcp, err := net.Listen("tcp", cfg.Gateway.Listen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("gateway.listen: %w", err)
+		}
+		lns = append(lns, tcp)
+	}
+	for _, l := range lns {
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn)}
+		d.servers = append(d.servers, srv)
+		go func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				d.log.Error("admin API stopped", "addr", l.Addr().String(), "err", err)
+			}
+		}()
+	}
+	return nil
+}
+
+// removeStaleSocket deletes a socket file nobody answers on, and refuses to
+// start when another daemon does.
+func removeStaleSocket(path string) error {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("another toolgate daemon is serving on %s", path)
+	}
+	return os.Remove(path)
+}
+
+// Shutdown stops accepting requests, waits for calls in flight, then closes
+// the audit log. Sandboxes keep running: the next serve re-attaches to them.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var errs []error
+	for _, s := range d.servers {
+		errs = append(errs, s.Shutdown(ctx))
+	}
+	errs = append(errs, d.close())
+	return errors.Join(errs...)
+}
+
+func (d *Daemon) close() error {
+	return errors.Join(d.audit.Close(), d.docker.Close())
+}

@@ -1,0 +1,89 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/coretools"
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/sandbox"
+)
+
+// Built is everything derived from one configuration: what the gateway runs
+// on, the policy engine behind it, and the sandboxes it wants.
+type Built struct {
+	Config   *config.Config
+	Snapshot *gateway.Snapshot
+	Policy   *policy.Engine
+}
+
+// Build derives the gateway snapshot and sandbox specs from a configuration.
+func Build(cfg *config.Config) (*Built, error) {
+	eng, err := policy.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b := &Built{Config: cfg, Policy: eng, Snapshot: &gateway.Snapshot{
+		Agents:  map[string]gateway.AgentInfo{},
+		Tools:   map[string]gateway.Tool{},
+		Decider: eng,
+	}}
+	for name, a := range cfg.Agents {
+		b.Snapshot.Agents[name] = gateway.AgentInfo{Name: name, Workspace: sandbox.WorkspacePath, HostDir: a.Workspace}
+	}
+	limits := func(agent string) config.Limits {
+		if a, ok := cfg.Agents[agent]; ok {
+			return a.Limits
+		}
+		return cfg.Defaults.Limits
+	}
+	for _, t := range coretools.New(limits) {
+		b.Snapshot.Tools[t.Name()] = t
+	}
+	return b, nil
+}
+
+// Specs are the sandboxes the configuration wants, each with the client binary mounted.
+func (b *Built) Specs(client string) []sandbox.AgentSpec {
+	var specs []sandbox.AgentSpec
+	for name, a := range b.Config.Agents {
+		specs = append(specs, sandbox.AgentSpec{
+			Agent: name, Image: a.Image, Workspace: a.Workspace, User: a.User,
+			Memory: a.MemoryBytes(), CPUs: a.Limits.CPUs, Pids: a.Limits.Pids, ClientBinary: client,
+		})
+	}
+	return specs
+}
+
+// Explain is the dry run behind `policy eval`: the decision a call would get,
+// with every rule's result, without running or recording anything.
+func (b *Built) Explain(call *gateway.Call) policy.Explanation {
+	if _, refused := gateway.Prepare(b.Snapshot, call); refused != nil {
+		return policy.Explanation{Decision: *refused}
+	}
+	return b.Policy.Explain(call)
+}
+
+// ClientBinary finds the static in-sandbox client: the configured path, else
+// toolgate-client next to the running executable.
+func ClientBinary(cfg *config.Config) (string, error) {
+	p := cfg.Gateway.ClientBinary
+	if p == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", err
+		}
+		p = filepath.Join(filepath.Dir(exe), "toolgate-client")
+	}
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("the in-sandbox client %s is missing: build it with `CGO_ENABLED=0 go build -o %s ./cmd/toolgate-client` or set gateway.clientBinary", p, p)
+	}
+	return p, nil
+}
