@@ -1,0 +1,116 @@
+package policy
+
+import (
+	"sync"
+
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+)
+
+// Variable slots of an activation, in the order of names.
+const (
+	vAgent = iota
+	vTool
+	vKind
+	vArgs
+	vPath
+	vCommand
+	vArgv
+	vHost
+	vPort
+	nVars
+)
+
+// activation exposes one call to CEL. Values are converted on first use and
+// kept for the remaining rules, so a call whose rules never look at args
+// never decodes its JSON. Activations are pooled: Decide allocates only the
+// values the rules actually read.
+type activation struct {
+	call *gateway.Call
+	kind gateway.Kind
+	vals [nVars]ref.Val
+}
+
+var activations = sync.Pool{New: func() any { return new(activation) }}
+
+func getActivation(call *gateway.Call, kind gateway.Kind) *activation {
+	a := activations.Get().(*activation)
+	a.call, a.kind = call, kind
+	return a
+}
+
+func putActivation(a *activation) {
+	*a = activation{}
+	activations.Put(a)
+}
+
+// ResolveName implements interpreter.Activation.
+func (a *activation) ResolveName(name string) (any, bool) {
+	i := slot(name)
+	if i < 0 {
+		return nil, false
+	}
+	if a.vals[i] == nil {
+		a.vals[i] = a.value(i)
+	}
+	return a.vals[i], true
+}
+
+// Parent implements interpreter.Activation.
+func (a *activation) Parent() interpreter.Activation { return nil }
+
+func slot(name string) int {
+	switch name {
+	case "agent":
+		return vAgent
+	case "tool":
+		return vTool
+	case "kind":
+		return vKind
+	case "args":
+		return vArgs
+	case "path":
+		return vPath
+	case "command":
+		return vCommand
+	case "argv":
+		return vArgv
+	case "host":
+		return vHost
+	case "port":
+		return vPort
+	}
+	return -1
+}
+
+func (a *activation) value(i int) ref.Val {
+	c := a.call
+	switch i {
+	case vAgent:
+		return types.String(c.Agent)
+	case vTool:
+		return types.String(c.Tool)
+	case vKind:
+		return types.String(a.kind)
+	case vArgs:
+		// Arguments that are not a JSON object are an empty map: rules
+		// reading a key then error, which fails closed for deny rules.
+		m := c.ArgsMap()
+		if m == nil {
+			m = map[string]any{}
+		}
+		return types.NewStringInterfaceMap(types.DefaultTypeAdapter, m)
+	case vPath:
+		return types.String(c.Path)
+	case vCommand:
+		return types.String(c.Command)
+	case vArgv:
+		return types.NewStringList(types.DefaultTypeAdapter, c.Argv)
+	case vHost:
+		return types.String(c.Host)
+	}
+	return types.Int(c.Port)
+}
