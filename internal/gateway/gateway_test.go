@@ -1,0 +1,179 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// memSink records entries in memory; fail makes every Append fail.
+type memSink struct {
+	mu      sync.Mutex
+	entries []*Entry
+	fail    error
+}
+
+func (m *memSink) Append(e *Entry) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		return m.fail
+	}
+	m.entries = append(m.entries, e)
+	return nil
+}
+
+// fakeTool counts runs; denyArg makes Prepare reject {"bad":true}.
+type fakeTool struct {
+	mu   sync.Mutex
+	runs int
+}
+
+func (t *fakeTool) Name() string { return "echo" }
+func (t *fakeTool) Kind() Kind   { return KindTool }
+func (t *fakeTool) Prepare(call *Call, _ AgentInfo) error {
+	if strings.Contains(string(call.Args), `"bad"`) {
+		return errors.New("echo: bad argument")
+	}
+	call.Argv = []string{"x"}
+	return nil
+}
+func (t *fakeTool) Run(ctx context.Context, call *Call, env *RunEnv) (*Result, error) {
+	t.mu.Lock()
+	t.runs++
+	t.mu.Unlock()
+	code := 0
+	return &Result{ExitCode: &code, Output: "ran"}, nil
+}
+
+type denyTool struct{}
+
+func (denyTool) Decide(call *Call) Decision {
+	if call.Argv != nil && strings.Contains(string(call.Args), "forbidden") {
+		return Decision{Rule: "rules[0]", Reason: "forbidden"}
+	}
+	return Decision{Allow: true, Rule: "default"}
+}
+
+func newTestGateway(sink *memSink, tool *fakeTool) *Gateway {
+	return New(Options{Audit: sink}, &Snapshot{
+		Agents:  map[string]AgentInfo{"a": {Name: "a"}},
+		Tools:   map[string]Tool{"echo": tool},
+		Decider: denyTool{},
+	})
+}
+
+func TestHandle(t *testing.T) {
+	cases := []struct {
+		name     string
+		agent    string
+		tool     string
+		args     string
+		wantRule string // empty: allowed
+		wantRuns int
+		entries  int
+	}{
+		{"allowed", "a", "echo", `{}`, "", 1, 2},
+		{"denied by policy", "a", "echo", `{"x":"forbidden"}`, "rules[0]", 0, 1},
+		{"unknown agent", "nobody", "echo", `{}`, "agent.unknown", 0, 1},
+		{"unknown tool", "a", "rm", `{}`, "tool.unknown", 0, 1},
+		{"malformed JSON", "a", "echo", `{"x":`, "args.invalid", 0, 1},
+		{"bad arguments", "a", "echo", `{"bad":true}`, "args.invalid", 0, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sink, tool := &memSink{}, &fakeTool{}
+			g := newTestGateway(sink, tool)
+			call := &Call{Agent: c.agent, Tool: c.tool, Args: json.RawMessage(c.args)}
+			res, err := g.Handle(context.Background(), call, nil)
+			if c.wantRule == "" {
+				if err != nil || res == nil {
+					t.Fatalf("want allowed, got %v", err)
+				}
+			} else {
+				var denied *DeniedError
+				if !errors.As(err, &denied) || denied.Decision.Rule != c.wantRule || denied.ID != call.ID {
+					t.Fatalf("want denial by %s, got %v", c.wantRule, err)
+				}
+			}
+			if tool.runs != c.wantRuns {
+				t.Errorf("tool ran %d times, want %d", tool.runs, c.wantRuns)
+			}
+			if len(sink.entries) != c.entries {
+				t.Fatalf("%d audit entries, want %d", len(sink.entries), c.entries)
+			}
+			first := sink.entries[0]
+			if first.Phase != PhaseDecision || first.ID != call.ID || !json.Valid(first.Args) {
+				t.Errorf("decision entry %+v", first)
+			}
+			if c.wantRule != "" && (first.Decision != "deny" || first.Rule != c.wantRule) {
+				t.Errorf("denial recorded as %s/%s", first.Decision, first.Rule)
+			}
+			if c.entries == 2 && (sink.entries[1].Phase != PhaseResult || sink.entries[1].DurationMs == nil || *sink.entries[1].ExitCode != 0) {
+				t.Errorf("result entry %+v", sink.entries[1])
+			}
+		})
+	}
+}
+
+// TestFailClosed: when the decision cannot be recorded, nothing runs.
+func TestFailClosed(t *testing.T) {
+	sink, tool := &memSink{fail: errors.New("disk full")}, &fakeTool{}
+	g := newTestGateway(sink, tool)
+	_, err := g.Handle(context.Background(), &Call{Agent: "a", Tool: "echo", Args: json.RawMessage(`{}`)}, nil)
+	if !errors.Is(err, ErrAuditUnavailable) {
+		t.Fatalf("want ErrAuditUnavailable, got %v", err)
+	}
+	if tool.runs != 0 {
+		t.Fatal("tool ran without a recorded decision")
+	}
+}
+
+func TestRefuseAndStats(t *testing.T) {
+	sink, tool := &memSink{}, &fakeTool{}
+	g := newTestGateway(sink, tool)
+	if err := g.Refuse(&Call{Kind: KindAdmin, Tool: "GET /v1/agents"}, Decision{Allow: true, Rule: "auth.token", Reason: "no token"}); err != nil {
+		t.Fatal(err)
+	}
+	if e := sink.entries[0]; e.Decision != "deny" || e.Agent != "" || e.Type != KindAdmin || e.ID == "" {
+		t.Fatalf("refusal recorded as %+v", e)
+	}
+	g.Handle(context.Background(), &Call{Agent: "a", Tool: "echo", Args: json.RawMessage(`{}`)}, nil)
+	g.Handle(context.Background(), &Call{Agent: "a", Tool: "echo", Args: json.RawMessage(`{"x":"forbidden"}`)}, nil)
+	if s := g.Stats("a"); s.Calls.Load() != 2 || s.Denials.Load() != 1 {
+		t.Fatalf("stats calls=%d denials=%d", s.Calls.Load(), s.Denials.Load())
+	}
+}
+
+// TestSwapKeepsInFlight: a reload swaps the snapshot; later calls see the new one.
+func TestSwap(t *testing.T) {
+	sink, tool := &memSink{}, &fakeTool{}
+	g := newTestGateway(sink, tool)
+	old := g.Swap(&Snapshot{Agents: map[string]AgentInfo{}, Tools: map[string]Tool{}, Decider: denyTool{}})
+	if old.Agents["a"].Name != "a" {
+		t.Fatal("Swap did not return the old snapshot")
+	}
+	_, err := g.Handle(context.Background(), &Call{Agent: "a", Tool: "echo"}, nil)
+	var denied *DeniedError
+	if !errors.As(err, &denied) || denied.Decision.Rule != "agent.unknown" {
+		t.Fatalf("after swap: %v", err)
+	}
+}
+
+func TestNewIDUniqueAndOrdered(t *testing.T) {
+	seen := map[string]bool{}
+	prev := ""
+	for range 1000 {
+		id := NewID()
+		if seen[id] || len(id) != 32 {
+			t.Fatalf("bad id %q", id)
+		}
+		if id[:16] < prev {
+			t.Fatalf("ids not time-ordered: %s after %s", id, prev)
+		}
+		seen[id], prev = true, id[:16]
+	}
+}
