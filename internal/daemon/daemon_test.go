@@ -1,0 +1,495 @@
+package daemon
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/auth"
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/wire"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if testenv.DockerError() == nil {
+		_ = testenv.RemoveSandboxes(testenv.Prefix())
+	}
+	os.Exit(code)
+}
+
+// env is a toolgate home with a running daemon.
+type env struct {
+	t      testing.TB
+	home   string
+	cfg    string
+	d      *Daemon
+	c      *adminapi.Client
+	token  string
+	agents []string
+}
+
+// agentYAML is one agent's config; %s is the agent name.
+const agentYAML = `  %s:
+    limits: {maxWrite: 16m, maxOutput: 64k, execTimeout: 20s}
+    rules:
+      - name: no-rm-rf
+        deny: 'tool == "exec" && command.contains("rm -rf")'
+        reason: no recursive removal
+`
+
+func newEnv(t testing.TB, agents ...string) *env {
+	t.Helper()
+	testenv.NeedDocker(t)
+	_, clientBin := testenv.Binaries(t)
+	home := t.TempDir()
+	e := &env{t: t, home: home, cfg: filepath.Join(home, "config.yaml")}
+	for _, a := range agents {
+		e.agents = append(e.agents, testenv.Prefix()+a)
+	}
+	e.writeConfig("")
+	store, err := auth.OpenStore(filepath.Join(home, auth.StoreFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.token, _, err = store.Create(auth.ScopeAdmin, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, adminapi.TokenFile), []byte(e.token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = clientBin
+	e.start()
+	t.Cleanup(func() {
+		if e.d != nil {
+			_ = e.d.Shutdown(context.Background())
+		}
+	})
+	return e
+}
+
+func (e *env) writeConfig(extraRules string) {
+	_, clientBin := testenv.Binaries(e.t)
+	var b strings.Builder
+	fmt.Fprintf(&b, "gateway:\n  clientBinary: %s\nagents:\n", clientBin)
+	for _, a := range e.agents {
+		fmt.Fprintf(&b, agentYAML, a)
+		b.WriteString(extraRules)
+	}
+	if err := os.WriteFile(e.cfg, []byte(b.String()), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) start() {
+	e.t.Helper()
+	d, err := Start(context.Background(), Options{Home: e.home, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.d = d
+	if e.c, err = adminapi.Dial(e.home); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) call(agent, tool string, args any) (*gateway.Result, error) {
+	return e.c.Call(context.Background(), agent, tool, args, nil, nil)
+}
+
+// raw sends an admin API request with the given token and body.
+func (e *env) raw(method, path, token, body string) (int, map[string]any) {
+	e.t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, adminapi.SocketName))
+	}}}
+	req, _ := http.NewRequest(method, "http://toolgate"+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+func (e *env) entries(f audit.Filter) []*gateway.Entry {
+	var out []*gateway.Entry
+	if err := audit.Query(filepath.Join(e.home, "logs"), f, func(en *gateway.Entry) error {
+		out = append(out, en)
+		return nil
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+func (e *env) verify() {
+	e.t.Helper()
+	rep, err := audit.Verify(filepath.Join(e.home, "logs"))
+	if err != nil || !rep.OK() {
+		e.t.Fatalf("audit verify: %v %v", err, rep.Bad)
+	}
+}
+
+func out(res *gateway.Result, key string) any {
+	m, _ := res.Output.(map[string]any)
+	return m[key]
+}
+
+func TestCoreToolsEndToEnd(t *testing.T) {
+	e := newEnv(t, "core")
+	a := e.agents[0]
+
+	res, err := e.call(a, "exec", map[string]any{"argv": []string{"sh", "-c", "echo hi; echo oops >&2; exit 3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *res.ExitCode != 3 || out(res, "stdout") != "hi\n" || out(res, "stderr") != "oops\n" {
+		t.Fatalf("exec result %+v", res.Output)
+	}
+
+	// File names that would break any shell string.
+	for _, name := range []string{`it's "quoted".txt`, "with space.txt", "new\nline.txt", "$(touch pwned).txt", "semi;colon`x`.txt"} {
+		path := "odd/" + name
+		content := "content of " + name
+		if _, err := e.call(a, "write", map[string]any{"path": path, "content": content}); err != nil {
+			t.Fatalf("write %q: %v", name, err)
+		}
+		if _, err := e.call(a, "patch", map[string]any{"path": path, "old": "content", "new": "body"}); err != nil {
+			t.Fatalf("patch %q: %v", name, err)
+		}
+		res, err := e.call(a, "read", map[string]any{"path": path})
+		if err != nil || out(res, "content") != "body of "+name {
+			t.Fatalf("read %q: %v %v", name, err, res)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.home, "agents", a, "workspace", "pwned")); err == nil {
+		t.Fatal("a file name was run as a command")
+	}
+
+	// Traversal resolves inside the container's view, and policy sees the normalised path.
+	res, err = e.call(a, "read", map[string]any{"path": "../../etc/passwd"})
+	if err != nil || !strings.Contains(out(res, "content").(string), "agent:x:1000") {
+		t.Fatalf("traversal read: %v %+v", err, res)
+	}
+	got := e.entries(audit.Filter{Agent: a, Tool: "read"})
+	if len(got) == 0 {
+		t.Fatal("no audit entry for read")
+	}
+
+	// A symlink in the workspace pointing at / reaches the container's root, never the host's.
+	if _, err := e.call(a, "exec", map[string]any{"argv": []string{"ln", "-s", "/", "root-link"}}); err != nil {
+		t.Fatal(err)
+	}
+	hostMarker := filepath.Join("/", "toolgate-host-marker-"+filepath.Base(e.home))
+	if err := os.WriteFile(hostMarker, []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(hostMarker)
+	if _, err := e.call(a, "read", map[string]any{"path": "root-link/" + filepath.Base(hostMarker)}); err == nil {
+		t.Fatal("read through a symlink reached a host file")
+	}
+	if _, err := e.call(a, "write", map[string]any{"path": "root-link/etc/evil", "content": "x"}); err == nil {
+		t.Fatal("write through a symlink into the read-only root succeeded")
+	}
+
+	// Invalid UTF-8 is refused with a clear error, binary goes through base64.
+	bin := []byte{0xff, 0xfe, 0, 1, 2}
+	if _, err := e.call(a, "write", map[string]any{"path": "bin.dat", "content": base64.StdEncoding.EncodeToString(bin), "encoding": "base64"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.call(a, "read", map[string]any{"path": "bin.dat"}); err == nil || !strings.Contains(err.Error(), "base64") {
+		t.Fatalf("binary read without base64: %v", err)
+	}
+
+	// A write over the limit is refused before it reaches the sandbox; the old file stays.
+	big := strings.Repeat("x", 50<<20)
+	_, err = e.call(a, "write", map[string]any{"path": "odd/with space.txt", "content": big})
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Code != "bad_request" {
+		t.Fatalf("50 MiB write: %v", err)
+	}
+	if res, _ := e.call(a, "read", map[string]any{"path": "odd/with space.txt"}); out(res, "content") != "body of with space.txt" {
+		t.Fatal("refused write changed the file")
+	}
+
+	// 100 MiB of output is capped with a visible marker; the call still ends normally.
+	res, err = e.call(a, "exec", map[string]any{"command": "head -c 104857600 /dev/zero | tr '\\0' x; echo done >&2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := out(res, "stdout").(string); len(s) > 70<<10 || !strings.Contains(s, "output truncated") {
+		t.Fatalf("100 MiB output: %d bytes, marker missing", len(s))
+	}
+
+	// A command that never ends is killed at its timeout, with the process tree.
+	res, err = e.call(a, "exec", map[string]any{"command": "sleep 1000 & sleep 1000", "timeout": "1s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if to, _ := out(res, "timedOut").(bool); !to {
+		t.Fatalf("endless command: %+v", res.Output)
+	}
+	res, _ = e.call(a, "exec", map[string]any{"command": "ps -o comm | grep -c sleep || true"})
+	if strings.TrimSpace(out(res, "stdout").(string)) != "0" {
+		t.Fatalf("sleep processes survived the timeout: %v", out(res, "stdout"))
+	}
+
+	// Denied by a rule: recorded once, nothing ran.
+	_, err = e.call(a, "exec", map[string]any{"command": "rm -rf /workspace"})
+	if !errors.As(err, &we) || we.Code != "denied" || we.Rule != "no-rm-rf" {
+		t.Fatalf("rule denial: %v", err)
+	}
+	if got := e.entries(audit.Filter{ID: we.ID}); len(got) != 1 || got[0].Decision != "deny" {
+		t.Fatalf("denied call has %d entries", len(got))
+	}
+	if _, err := os.Stat(filepath.Join(e.home, "agents", a, "workspace", "odd")); err != nil {
+		t.Fatal("denied rm -rf ran")
+	}
+	e.verify()
+}
+
+func TestAdminAPIRefusals(t *testing.T) {
+	e := newEnv(t, "api")
+	a := e.agents[0]
+	cases := []struct {
+		name, path, token, body string
+		status                  int
+		code                    string
+	}{
+		{"no token", "/v1/agents/" + a + "/tools/exec/call", "", `{"command":"true"}`, 401, "unauthorized"},
+		{"wrong token", "/v1/agents/" + a + "/tools/exec/call", "tg_wrong", `{"command":"true"}`, 401, "unauthorized"},
+		{"malformed JSON", "/v1/agents/" + a + "/tools/exec/call", e.token, `{"command":`, 400, "bad_request"},
+		{"unknown agent", "/v1/agents/nobody/tools/exec/call", e.token, `{"command":"true"}`, 404, "not_found"},
+		{"unknown tool", "/v1/agents/" + a + "/tools/teleport/call", e.token, `{}`, 404, "not_found"},
+		{"unknown field", "/v1/agents/" + a + "/tools/read/call", e.token, `{"path":"x","evil":1}`, 400, "bad_request"},
+	}
+	for _, c := range cases {
+		status, body := e.raw("POST", c.path, c.token, c.body)
+		errBody, _ := body["error"].(map[string]any)
+		if status != c.status || errBody["code"] != c.code {
+			t.Errorf("%s: got %d %v, want %d %s", c.name, status, body, c.status, c.code)
+			continue
+		}
+		// Every refusal is on record with its id.
+		id, _ := errBody["id"].(string)
+		if got := e.entries(audit.Filter{ID: id}); id == "" || len(got) != 1 || got[0].Decision != "deny" {
+			t.Errorf("%s: refusal not audited (id %q, %d entries)", c.name, id, len(got))
+		}
+	}
+	// A refused token is audited as an attempt with no agent.
+	if got := e.entries(audit.Filter{Type: string(gateway.KindAdmin)}); len(got) != 2 || got[0].Agent != "" || got[0].Rule != "auth.token" {
+		t.Fatalf("admin refusals in audit: %+v", got)
+	}
+	// A body over the limit gets a clear 413.
+	status, body := e.raw("POST", "/v1/agents/"+a+"/tools/write/call", e.token, strings.Repeat(" ", adminapi.DefaultMaxBody+1))
+	if status != 413 {
+		t.Fatalf("oversized body: %d %v", status, body)
+	}
+	e.verify()
+}
+
+func TestConcurrentCallsAcrossAgents(t *testing.T) {
+	e := newEnv(t, "c1", "c2", "c3", "c4")
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := e.agents[i%len(e.agents)]
+			res, err := e.call(a, "exec", map[string]any{"argv": []string{"echo", fmt.Sprint(i)}})
+			if err == nil && out(res, "stdout") != fmt.Sprint(i)+"\n" {
+				err = fmt.Errorf("call %d got %v", i, out(res, "stdout"))
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if got := e.entries(audit.Filter{Type: "core_tool"}); len(got) != 2*n {
+		t.Fatalf("%d audit entries for %d calls", len(got), n)
+	}
+	e.verify()
+}
+
+func TestSandboxKilledMidCall(t *testing.T) {
+	e := newEnv(t, "kill")
+	a := e.agents[0]
+	if _, err := e.call(a, "exec", map[string]any{"argv": []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.call(a, "exec", map[string]any{"argv": []string{"sleep", "30"}})
+		done <- err
+	}()
+	time.Sleep(time.Second) // let the exec start
+	if out, err := exec.Command("docker", "kill", "toolgate-"+a).CombinedOutput(); err != nil {
+		t.Fatalf("docker kill: %v %s", err, out)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "stopped") {
+			t.Fatalf("call in a killed sandbox: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("call hung after its sandbox was killed")
+	}
+	// The next call gets a working sandbox again.
+	res, err := e.call(a, "exec", map[string]any{"argv": []string{"echo", "back"}})
+	if err != nil || out(res, "stdout") != "back\n" {
+		t.Fatalf("after the kill: %v %+v", err, res)
+	}
+	e.verify()
+}
+
+func TestRestartReattachesAndReloadKeepsCallsInFlight(t *testing.T) {
+	e := newEnv(t, "restart")
+	a := e.agents[0]
+	if _, err := e.call(a, "write", map[string]any{"path": "keep.txt", "content": "kept"}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := e.c.Agents(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	after, err := e.c.Agents(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before[0].Container == "" || before[0].Container != after[0].Container || after[0].State != "running" {
+		t.Fatalf("restart did not re-attach: %+v → %+v", before, after)
+	}
+	res, err := e.call(a, "read", map[string]any{"path": "keep.txt"})
+	if err != nil || out(res, "content") != "kept" {
+		t.Fatalf("workspace after restart: %v", err)
+	}
+
+	// A reload while a call runs: the call finishes, the new rule applies to the next.
+	slow := make(chan error, 1)
+	go func() {
+		res, err := e.call(a, "exec", map[string]any{"command": "sleep 2; echo finished"})
+		if err == nil && out(res, "stdout") != "finished\n" {
+			err = fmt.Errorf("in-flight call got %v", out(res, "stdout"))
+		}
+		slow <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	e.writeConfig("      - name: no-cat\n        deny: 'tool == \"exec\" && \"cat\" in argv'\n        reason: no cat\n")
+	if err := e.d.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.call(a, "exec", map[string]any{"argv": []string{"cat", "keep.txt"}})
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Rule != "no-cat" {
+		t.Fatalf("reloaded rule not applied: %v", err)
+	}
+	// An invalid config is refused and the running one stays.
+	if err := os.WriteFile(e.cfg, []byte("agents: [oops"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Reload(context.Background()); err == nil {
+		t.Fatal("invalid config reloaded")
+	}
+	if _, err := e.call(a, "exec", map[string]any{"argv": []string{"true"}}); err != nil {
+		t.Fatalf("after a refused reload: %v", err)
+	}
+	e.verify()
+}
+
+func TestDockerUnavailable(t *testing.T) {
+	testenv.NeedDocker(t) // the binaries and config need the same set-up as the rest
+	home := t.TempDir()
+	_, clientBin := testenv.Binaries(t)
+	cfg := fmt.Sprintf("gateway:\n  clientBinary: %s\nagents:\n  demo: {}\n", clientBin)
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(home, "no-docker.sock"))
+	_, err := Start(context.Background(), Options{Home: home, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the Docker Engine") {
+		t.Fatalf("want a clear Docker error, got %v", err)
+	}
+}
+
+// TestCLI runs the real toolgate binary against the daemon: exit codes pass
+// through, denials exit 126.
+func TestCLI(t *testing.T) {
+	e := newEnv(t, "cli")
+	a := e.agents[0]
+	toolgate, _ := testenv.Binaries(t)
+	run := func(stdin string, args ...string) (string, int) {
+		cmd := exec.Command(toolgate, args...)
+		cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+		cmd.Stdin = strings.NewReader(stdin)
+		outb, err := cmd.CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(outb), code
+	}
+	if o, code := run("", "exec", a, "--", "sh", "-c", "echo hi; exit 3"); o != "hi\n" || code != 3 {
+		t.Fatalf("exec: %q exit %d", o, code)
+	}
+	if o, code := run("hello\n", "write", a, "notes/a.txt"); code != 0 {
+		t.Fatalf("write: %q %d", o, code)
+	}
+	if o, code := run("", "patch", a, "notes/a.txt", "--old", "hello", "--new", "bye"); code != 0 {
+		t.Fatalf("patch: %q %d", o, code)
+	}
+	if o, code := run("", "read", a, "notes/a.txt"); o != "bye\n" || code != 0 {
+		t.Fatalf("read: %q %d", o, code)
+	}
+	if o, code := run("", "exec", a, "-c", "rm -rf /"); code != 126 || !strings.Contains(o, "no recursive removal") {
+		t.Fatalf("denied exec: %q %d", o, code)
+	}
+	if o, code := run("", "audit", "verify"); code != 0 || !strings.HasPrefix(o, "ok:") {
+		t.Fatalf("audit verify: %q %d", o, code)
+	}
+	if o, code := run("", "audit", "tail", "--agent", a, "--decision", "deny"); code != 0 || !strings.Contains(o, "no-rm-rf") {
+		t.Fatalf("audit tail: %q %d", o, code)
+	}
+	if o, code := run("", "agents"); code != 0 || !strings.Contains(o, a) || !strings.Contains(o, "running") {
+		t.Fatalf("agents: %q %d", o, code)
+	}
+}
