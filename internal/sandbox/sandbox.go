@@ -18,8 +18,14 @@ const (
 	WorkspacePath = "/workspace"
 	ToolsBinPath  = "/tools/bin"
 	ClientPath    = "/tools/toolgate-client"
-	RunDir        = "/run/toolgate" // tmpfs: per-call state, later the agent socket
+	RunDir        = "/run/toolgate" // tmpfs: per-call state; the agent socket dir is mounted below it
 	CallsDir      = RunDir + "/calls"
+	// SocketDirPath is where the agent's host socket directory is mounted
+	// (read-only); the directory, not the socket, so a restarted gateway's
+	// new socket is visible without recreating the container.
+	SocketDirPath = RunDir + "/sock"
+	SocketName    = "gateway.sock"
+	SocketPath    = SocketDirPath + "/" + SocketName
 	DefaultUser   = "1000:1000"
 	DefaultImage  = "toolgate/sandbox:latest"
 )
@@ -67,6 +73,12 @@ func (s AgentSpec) UserOrDefault() string {
 // sibling of the workspace in the agent's state directory.
 func (s AgentSpec) ToolsBinDir() string {
 	return filepath.Join(filepath.Dir(filepath.Clean(s.Workspace)), "tools", "bin")
+}
+
+// SocketDir is the host directory holding the agent's gateway socket,
+// mounted read-only at SocketDirPath: a sibling of the workspace.
+func (s AgentSpec) SocketDir() string {
+	return filepath.Join(filepath.Dir(filepath.Clean(s.Workspace)), "sock")
 }
 
 // ParseUser parses a numeric "uid:gid" (gid defaults to uid). Names are

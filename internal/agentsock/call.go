@@ -1,0 +1,196 @@
+package agentsock
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/wire"
+)
+
+// call serves POST /v1/tools/{name}/call: header → gateway.Handle → frames.
+func (s *Server) call(w http.ResponseWriter, r *http.Request) {
+	agent := Agent(r.Context())
+	workspace := s.gw.Snapshot().Agents[agent].Workspace
+	if workspace == "" {
+		workspace = sandbox.WorkspacePath
+	}
+	call := &gateway.Call{Agent: agent, Tool: r.PathValue("name"), Via: "socket"}
+	if p, ok := PeerOf(r.Context()); ok {
+		call.Detail = map[string]any{"peer": p}
+	}
+
+	media, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	media = strings.ToLower(strings.TrimSpace(media))
+	var raw []byte
+	var body *bufio.Reader
+	var err error
+	switch media {
+	case "", "application/json":
+		raw, err = io.ReadAll(io.LimitReader(r.Body, s.opts.MaxHeader+1))
+		if err == nil && int64(len(raw)) > s.opts.MaxHeader {
+			err = fmt.Errorf("%w: request body over the limit of %d bytes", ErrTooLarge, s.opts.MaxHeader)
+		}
+	case wire.MediaNDJSON:
+		// Stdin frames are read while output frames are written.
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			wire.WriteError(w, http.StatusInternalServerError, &wire.Error{Code: "internal", Message: err.Error()})
+			return
+		}
+		body = bufio.NewReaderSize(r.Body, 64<<10)
+		raw, err = readLine(body, s.opts.MaxHeader)
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("%w: empty request: the first frame must be the call header", ErrMalformed)
+		}
+	default:
+		wire.WriteError(w, http.StatusUnsupportedMediaType, &wire.Error{Code: "bad_request",
+			Message: "Content-Type must be application/json or " + wire.MediaNDJSON})
+		return
+	}
+	var hdr *CallHeader
+	if err == nil {
+		hdr, err = ParseHeader(raw, workspace)
+	}
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		wire.WriteError(w, http.StatusRequestEntityTooLarge, &wire.Error{Code: "too_large", Message: err.Error()})
+		return
+	case errors.Is(err, errCwd):
+		// Well-formed but refused: on the record like any denial.
+		call.Args = hdr.Args()
+		if rerr := s.gw.Refuse(call, gateway.Decision{Rule: "args.invalid", Reason: err.Error()}); rerr != nil {
+			wire.WriteError(w, http.StatusServiceUnavailable, &wire.Error{Code: "unavailable", Message: rerr.Error()})
+			return
+		}
+		wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Rule: "args.invalid", Message: err.Error(), ID: call.ID})
+		return
+	case err != nil:
+		wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Message: err.Error()})
+		return
+	}
+	call.Args, call.Session, call.Parent = hdr.Args(), hdr.Session, hdr.Parent
+
+	// The socket serves plugin tools only; core tools are the host's to call.
+	if t, ok := s.gw.Snapshot().Tools[call.Tool]; ok && t.Kind() != gateway.KindTool {
+		dec := gateway.Decision{Rule: "socket.kind", Reason: fmt.Sprintf("%s is a %s, not callable through the agent socket", call.Tool, t.Kind())}
+		if rerr := s.gw.Refuse(call, dec); rerr != nil {
+			wire.WriteError(w, http.StatusServiceUnavailable, &wire.Error{Code: "unavailable", Message: rerr.Error()})
+			return
+		}
+		wire.WriteError(w, http.StatusForbidden, &wire.Error{Code: "denied", Rule: dec.Rule, Message: dec.Reason, ID: call.ID})
+		return
+	}
+
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	out := &lazyFrames{w: w, call: call, cancel: cancel}
+	streams := &gateway.Streams{Stdout: frameOut{out, false}, Stderr: frameOut{out, true}}
+	var pumped chan struct{}
+	var stdin *io.PipeReader
+	if body != nil {
+		var pw *io.PipeWriter
+		stdin, pw = io.Pipe()
+		streams.Stdin = stdin
+		pumped = make(chan struct{})
+		go func() {
+			defer close(pumped)
+			_, err := io.Copy(pw, NewStdinReader(body, s.opts.MaxHeader))
+			pw.CloseWithError(err)
+			if err != nil {
+				if !errors.Is(err, io.ErrClosedPipe) {
+					cancel(fmt.Errorf("request stream broken: %w", err)) // the client went away
+				}
+				return
+			}
+			// Reading the body to its end lets the server watch the
+			// connection, so a client that goes away cancels the call.
+			_, _ = io.Copy(io.Discard, body)
+		}()
+	}
+
+	res, err := s.gw.Handle(ctx, call, streams)
+	if pumped != nil {
+		// The handler may not read the body after it returns: stop the pump.
+		stdin.CloseWithError(io.ErrClosedPipe)
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		<-pumped
+	}
+	if err != nil && !out.started() {
+		var denied *gateway.DeniedError
+		if errors.As(err, &denied) || errors.Is(err, gateway.ErrAuditUnavailable) {
+			status, e := wire.ErrorFor(err)
+			wire.WriteError(w, status, e)
+			return
+		}
+	}
+	f := out.start()
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil && r.Context().Err() == nil {
+			err = fmt.Errorf("%w (%v)", err, cause)
+		}
+		_, e := wire.ErrorFor(err)
+		e.ID = call.ID
+		_ = f.Write(&wire.Frame{Error: e})
+		return
+	}
+	if res == nil {
+		res = &gateway.Result{}
+	}
+	_ = f.Write(&wire.Frame{Result: res})
+}
+
+// lazyFrames starts the 200 stream at the first output, so a call refused
+// before it runs still gets its error status. A frame that cannot be written
+// means the client is gone: the call is cancelled.
+type lazyFrames struct {
+	w      http.ResponseWriter
+	call   *gateway.Call
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex
+	fw     *wire.FrameWriter
+}
+
+func (l *lazyFrames) start() *wire.FrameWriter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fw == nil {
+		l.w.Header().Set("Toolgate-Call-Id", l.call.ID)
+		l.fw = wire.NewFrameWriter(l.w)
+	}
+	return l.fw
+}
+
+func (l *lazyFrames) started() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fw != nil
+}
+
+type frameOut struct {
+	l      *lazyFrames
+	stderr bool
+}
+
+func (o frameOut) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	b := append([]byte(nil), p...) // the caller may reuse p
+	fr := &wire.Frame{Stdout: b}
+	if o.stderr {
+		fr = &wire.Frame{Stderr: b}
+	}
+	if err := o.l.start().Write(fr); err != nil {
+		o.l.cancel(fmt.Errorf("client gone: %w", err))
+		return 0, err
+	}
+	return len(p), nil
+}
