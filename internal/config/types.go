@@ -9,6 +9,9 @@ type Config struct {
 	Defaults Agent             `yaml:"defaults"` // applied to every agent before its own fields
 	Plugins  map[string]Plugin `yaml:"plugins"`
 	Agents   map[string]*Agent `yaml:"agents"`
+	// Secrets declares host-side secrets by reference (env or file); literal
+	// values belong in HOME/secrets.yaml (0600), which has the same format.
+	Secrets map[string]Secret `yaml:"secrets"`
 
 	// Home is the toolgate home directory the file was loaded for (not in YAML).
 	Home string `yaml:"-"`
@@ -90,4 +93,16 @@ type Plugin struct {
 	Env     map[string]string `yaml:"env"`     // values may hold {{secret:NAME}}
 	Timeout time.Duration     `yaml:"timeout"`
 	Builtin string            `yaml:"builtin"` // kind builtin: registered handler name (default: the plugin's name)
+	// MaxOutput caps each of stdout and stderr of one call; default 16 MiB.
+	MaxOutput int64 `yaml:"maxOutput" config:"size"`
+}
+
+// Secret is one host-side secret: exactly one source, and the (agent, tool)
+// pairs allowed to use it. Empty lists grant nothing; "*" grants all.
+type Secret struct {
+	Value  string   `yaml:"value"` // literal; only in secrets.yaml
+	Env    string   `yaml:"env"`   // a variable of the gateway's environment
+	File   string   `yaml:"file"`  // a host file (relative to HOME); one trailing newline is dropped
+	Agents []string `yaml:"agents"`
+	Tools  []string `yaml:"tools"`
 }

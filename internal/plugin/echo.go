@@ -1,0 +1,25 @@
+package plugin
+
+import (
+	"context"
+	"io"
+	"slices"
+	"strings"
+)
+
+func init() { RegisterBuiltin("echo", Echo) }
+
+// Echo writes its argv joined by spaces and a newline to stdout, then, if
+// one of its arguments is "-", copies stdin. It always exits 0; tests and
+// benchmarks use it to measure the path, not the handler.
+func Echo(_ context.Context, inv *Invocation) (int, error) {
+	if _, err := io.WriteString(inv.Stdout, strings.Join(inv.Argv, " ")+"\n"); err != nil {
+		return 0, err
+	}
+	if inv.Stdin != nil && slices.Contains(inv.Argv, "-") {
+		if _, err := io.Copy(inv.Stdout, inv.Stdin); err != nil {
+			return 0, err
+		}
+	}
+	return 0, nil
+}
