@@ -1,5 +1,6 @@
 // Command toolgate-client runs inside every sandbox (mounted at
-// /tools/toolgate-client). Build it static: CGO_ENABLED=0.
+// /tools/toolgate-client) and, through the /tools/bin/NAME symlinks to it,
+// is the launcher of every plugin tool. Build it static: CGO_ENABLED=0.
 package main
 
 import (
@@ -8,4 +9,4 @@ import (
 	"github.com/toolgate/toolgate/internal/client"
 )
 
-func main() { os.Exit(client.Main(os.Args[1:])) }
+func main() { os.Exit(client.MultiCall(os.Args)) }

@@ -7,8 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 )
+
+// Name is the client's own file name; invoked under any other name (a
+// /tools/bin/NAME symlink) it is the launcher of tool NAME.
+const Name = "toolgate-client"
 
 // command is one subcommand; later issues add launchers and hooks here.
 type command struct {
@@ -20,6 +25,27 @@ var commands = map[string]command{
 	"init": {"PID 1 of the sandbox: reap zombies, forward SIGTERM", cmdInit},
 	"run":  {"run --timeout D --call ID -- ARGV: run ARGV in its own process group", cmdRun},
 	"kill": {"kill --call ID: SIGKILL the process group of a running call", cmdKill},
+	"call": {"call NAME [ARGS]: call plugin tool NAME through the agent socket", cmdCall},
+}
+
+// MultiCall dispatches on argv[0]: the launcher of the tool it is named
+// after, or the subcommand in argv[1] when called as toolgate-client.
+func MultiCall(argv []string) int {
+	if len(argv) > 0 {
+		if name := filepath.Base(argv[0]); name != Name {
+			return Launch(name, argv[1:])
+		}
+		argv = argv[1:]
+	}
+	return Main(argv)
+}
+
+func cmdCall(args []string, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "toolgate-client call: no tool named")
+		return 2
+	}
+	return Launch(args[0], args[1:])
 }
 
 // Main runs the subcommand named by args[0] and returns the exit code.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +42,16 @@ type AgentSpec struct {
 	CPUs         float64
 	Pids         int64
 	ClientBinary string // host path of the static toolgate-client
+	// Tools are the agent's plugin tools: exactly these get a launcher in
+	// ToolsBinDir. Not part of the sandbox's identity: the directory is a
+	// bind mount, so a changed list is rewritten on the host, no recreate.
+	Tools []string
+}
+
+// SameSandbox reports whether two specs give the same container (Tools aside).
+func (s AgentSpec) SameSandbox(o AgentSpec) bool {
+	s.Tools, o.Tools = nil, nil
+	return reflect.DeepEqual(s, o)
 }
 
 // Validate checks what a backend needs before it creates anything.

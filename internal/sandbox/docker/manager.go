@@ -91,20 +91,26 @@ func (m *Manager) Client() *client.Client { return m.cli }
 
 // SetSpecs installs the agents' specs (start and config reload). A sandbox
 // whose spec changed is recreated on its next use, not now, so calls in
-// flight finish on the container they started in.
-func (m *Manager) SetSpecs(specs []sandbox.AgentSpec) {
+// flight finish on the container they started in. The launchers follow
+// the specs' tools at once: that needs no new container.
+func (m *Manager) SetSpecs(specs []sandbox.AgentSpec) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	next := make(map[string]sandbox.AgentSpec, len(specs))
+	var errs []error
 	for _, s := range specs {
 		next[s.Agent] = s
-		if old, ok := m.specs[s.Agent]; ok && old != s {
+		if err := sandbox.WriteLaunchers(s.ToolsBinDir(), s.Tools); err != nil {
+			errs = append(errs, fmt.Errorf("agent %s: %w", s.Agent, err))
+		}
+		if old, ok := m.specs[s.Agent]; ok && !old.SameSandbox(s) {
 			if b := m.boxes[s.Agent]; b != nil {
 				b.markStale()
 			}
 		}
 	}
 	m.specs = next
+	return errors.Join(errs...)
 }
 
 func (m *Manager) spec(agent string) (sandbox.AgentSpec, bool) {
@@ -234,6 +240,9 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (
 			{Type: mount.TypeBind, Source: spec.Workspace, Target: sandbox.WorkspacePath},
 			{Type: mount.TypeBind, Source: spec.ClientBinary, Target: sandbox.ClientPath, ReadOnly: true},
 			{Type: mount.TypeBind, Source: spec.ToolsBinDir(), Target: sandbox.ToolsBinPath, ReadOnly: true},
+			// The directory, not the socket: a restarted gateway's new
+			// socket appears in it. Only this agent's directory.
+			{Type: mount.TypeBind, Source: spec.SocketDir(), Target: sandbox.SocketDirPath, ReadOnly: true},
 		},
 		Tmpfs: map[string]string{
 			"/tmp":         "rw,nosuid,nodev,size=64m,mode=1777",
@@ -250,12 +259,16 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (
 	return cfg, hc, nil
 }
 
-// prepareHostDirs creates the workspace and the tools/bin directory. As
-// root, a workspace we create (or find owned by root) is given to the
-// sandbox user so the agent can write it.
+// prepareHostDirs creates the workspace, the tools/bin directory with the
+// agent's launchers, and the socket directory. As root, a workspace we
+// create (or find owned by root) is given to the sandbox user so the agent
+// can write it; the other two stay the gateway's.
 func prepareHostDirs(spec sandbox.AgentSpec, uid, gid int) error {
-	if err := os.MkdirAll(spec.ToolsBinDir(), 0o755); err != nil {
-		return fmt.Errorf("tools directory: %w", err)
+	if err := sandbox.WriteLaunchers(spec.ToolsBinDir(), spec.Tools); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(spec.SocketDir(), 0o755); err != nil {
+		return fmt.Errorf("socket directory: %w", err)
 	}
 	if err := os.MkdirAll(spec.Workspace, 0o755); err != nil {
 		return fmt.Errorf("workspace: %w", err)
