@@ -1,5 +1,10 @@
 // Package auth holds the gateway's bearer tokens: generated once, shown once,
-// stored only as hashes, checked in constant time.
+// stored only as hashes, checked in constant time, each with one scope.
+//
+// The token file is shared between the daemon and the CLI (`toolgate token
+// create/revoke` edit it directly). Every change is a read-modify-write under
+// an flock on a sibling lock file, and the daemon re-reads the file whenever
+// it changed on disk, so a revocation takes effect on the next request.
 package auth
 
 import (
@@ -13,18 +18,37 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
-// Scope says what a token may reach.
+// Scope says what a token may reach. Scopes are not ordered: a route names
+// the scope it requires and, by opting in, the narrower ones it also takes.
 type Scope string
 
-const ScopeAdmin Scope = "admin"
+const (
+	// ScopeAdmin reaches the admin API.
+	ScopeAdmin Scope = "admin"
+	// ScopeMCP reaches the MCP door as the one agent the token is bound to.
+	ScopeMCP Scope = "mcp"
+	// ScopeSkills reaches only the skills resources of the MCP door (global
+	// skills, plus the bound agent's when the token has one).
+	ScopeSkills Scope = "skills"
+)
+
+// Scopes lists the valid scopes.
+var Scopes = []Scope{ScopeAdmin, ScopeMCP, ScopeSkills}
 
 // tokenPrefix makes tokens recognisable in a leaked-secret scan.
 const tokenPrefix = "tg_"
+
+// usedFlushEvery bounds how often a token's last-used time is written back:
+// often enough to answer "is this token still in use", rarely enough that a
+// busy client does not turn every request into a file write.
+const usedFlushEvery = time.Minute
 
 // Token is a stored token: never the secret itself.
 type Token struct {
@@ -37,35 +61,118 @@ type Token struct {
 	LastUsed *time.Time `json:"lastUsed,omitempty"`
 }
 
+// Expired reports whether the token's lifetime ended before now.
+func (t *Token) Expired(now time.Time) bool { return t.Expires != nil && now.After(*t.Expires) }
+
 // ErrUnauthorized is returned for any token that does not grant the request;
 // callers never learn which check failed.
 var ErrUnauthorized = errors.New("unauthorized")
+
+// ErrNotFound is returned by Revoke for an unknown id.
+var ErrNotFound = errors.New("no such token")
 
 // Store is a file of hashed tokens (0600).
 type Store struct {
 	path string
 	mu   sync.Mutex
 	toks []*Token
+	stat os.FileInfo // of the file last loaded; nil when it was absent
+	// used holds last-used times not yet written back, by token id.
+	used    map[string]time.Time
+	flushed time.Time
 }
 
 // OpenStore loads the token file, or starts an empty store when it is absent.
 func OpenStore(path string) (*Store, error) {
-	s := &Store{path: path}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return s, nil
-	}
-	if err != nil {
+	s := &Store{path: path, used: map[string]time.Time{}}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.loadLocked(); err != nil {
 		return nil, err
-	}
-	if err := json.Unmarshal(b, &s.toks); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
 }
 
-// Create makes a new token and returns its secret, which is not kept.
+// loadLocked reads the file when it changed since the last load (or was never
+// loaded): a stat per request is the price of CLI edits taking effect at once.
+func (s *Store) loadLocked() error {
+	fi, err := os.Stat(s.path)
+	if errors.Is(err, os.ErrNotExist) {
+		s.toks, s.stat = nil, nil
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if s.stat != nil && os.SameFile(fi, s.stat) && fi.ModTime().Equal(s.stat.ModTime()) && fi.Size() == s.stat.Size() {
+		return nil
+	}
+	b, err := os.ReadFile(s.path)
+	if err != nil {
+		return err
+	}
+	var toks []*Token
+	if len(strings.TrimSpace(string(b))) > 0 {
+		if err := json.Unmarshal(b, &toks); err != nil {
+			return fmt.Errorf("%s: %w", s.path, err)
+		}
+	}
+	s.toks, s.stat = toks, fi
+	return nil
+}
+
+// mutate applies change to the tokens as they are on disk now, under the
+// file lock, and writes the result: two processes editing the file never
+// lose each other's changes.
+func (s *Store) mutate(change func(toks []*Token) ([]*Token, error)) error {
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+		return err
+	}
+	lf, err := os.OpenFile(s.path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
+	s.stat = nil // force a re-read under the lock
+	if err := s.loadLocked(); err != nil {
+		return err
+	}
+	toks, err := change(s.toks)
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(toks, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := s.path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, s.path); err != nil {
+		return err
+	}
+	s.stat = nil
+	return s.loadLocked()
+}
+
+// Create makes a new token and returns its secret, which is not kept. An mcp
+// token must name its agent; an admin token must not; a skills token may.
 func (s *Store) Create(scope Scope, agent string, ttl time.Duration) (secret string, tok *Token, err error) {
+	switch {
+	case !slices.Contains(Scopes, scope):
+		return "", nil, fmt.Errorf("unknown scope %q (want one of admin, mcp, skills)", scope)
+	case scope == ScopeMCP && agent == "":
+		return "", nil, errors.New("an mcp token is bound to one agent: give --agent")
+	case scope == ScopeAdmin && agent != "":
+		return "", nil, errors.New("an admin token is not bound to an agent")
+	case ttl < 0:
+		return "", nil, errors.New("ttl must not be negative")
+	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return "", nil, err
@@ -81,12 +188,58 @@ func (s *Store) Create(scope Scope, agent string, ttl time.Duration) (secret str
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.toks = append(s.toks, tok)
-	return secret, tok, s.saveLocked()
+	err = s.mutate(func(toks []*Token) ([]*Token, error) { return append(toks, tok), nil })
+	if err != nil {
+		return "", nil, err
+	}
+	return secret, tok, nil
+}
+
+// List returns the stored tokens (hashes blanked), oldest first.
+func (s *Store) List() ([]Token, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.loadLocked(); err != nil {
+		return nil, err
+	}
+	out := make([]Token, 0, len(s.toks))
+	for _, t := range s.toks {
+		c := *t
+		c.Hash = ""
+		if u, ok := s.used[t.ID]; ok && (c.LastUsed == nil || u.After(*c.LastUsed)) {
+			c.LastUsed = &u
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// Revoke deletes the token with the given id; the next request carrying it
+// is refused, in this process and in a daemon sharing the file.
+func (s *Store) Revoke(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mutate(func(toks []*Token) ([]*Token, error) {
+		i := slices.IndexFunc(toks, func(t *Token) bool { return t.ID == id })
+		if i < 0 {
+			return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		return slices.Delete(toks, i, i+1), nil
+	})
 }
 
 // Authenticate returns the token matching secret when it is valid for scope.
 func (s *Store) Authenticate(secret string, scope Scope) (*Token, error) {
+	t, err := s.Lookup(secret)
+	if err != nil || t.Scope != scope {
+		return nil, ErrUnauthorized
+	}
+	return t, nil
+}
+
+// Lookup returns the live (known, unexpired) token matching secret, whatever
+// its scope; the caller decides whether the scope fits.
+func (s *Store) Lookup(secret string) (*Token, error) {
 	if !strings.HasPrefix(secret, tokenPrefix) {
 		return nil, ErrUnauthorized
 	}
@@ -94,32 +247,41 @@ func (s *Store) Authenticate(secret string, scope Scope) (*Token, error) {
 	now := time.Now().UTC()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, t := range s.toks {
-		if subtle.ConstantTimeCompare([]byte(t.Hash), []byte(h)) != 1 {
-			continue
-		}
-		if t.Scope != scope || (t.Expires != nil && now.After(*t.Expires)) {
-			return nil, ErrUnauthorized
-		}
-		t.LastUsed = &now
-		return t, nil
+	if err := s.loadLocked(); err != nil {
+		// An unreadable file grants nothing.
+		return nil, ErrUnauthorized
 	}
-	return nil, ErrUnauthorized
+	var found *Token
+	for _, t := range s.toks {
+		if subtle.ConstantTimeCompare([]byte(t.Hash), []byte(h)) == 1 {
+			found = t
+		}
+	}
+	if found == nil || found.Expired(now) {
+		return nil, ErrUnauthorized
+	}
+	s.used[found.ID] = now
+	if now.Sub(s.flushed) >= usedFlushEvery {
+		s.flushUsedLocked(now)
+	}
+	c := *found
+	return &c, nil
 }
 
-func (s *Store) saveLocked() error {
-	b, err := json.MarshalIndent(s.toks, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
-		return err
-	}
-	tmp := s.path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, s.path)
+// flushUsedLocked writes pending last-used times back. A failure only costs
+// the bookkeeping, never the request.
+func (s *Store) flushUsedLocked(now time.Time) {
+	s.flushed = now
+	used := s.used
+	s.used = map[string]time.Time{}
+	_ = s.mutate(func(toks []*Token) ([]*Token, error) {
+		for _, t := range toks {
+			if u, ok := used[t.ID]; ok && (t.LastUsed == nil || u.After(*t.LastUsed)) {
+				t.LastUsed = &u
+			}
+		}
+		return toks, nil
+	})
 }
 
 func hashToken(secret string) string {
