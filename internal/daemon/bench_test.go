@@ -1,0 +1,148 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// timed runs fn b.N times and reports the p50/p99 of one run in ms: a tail
+// matters to an agent waiting on a call, an average hides it.
+func timed(b *testing.B, fn func() error) {
+	b.Helper()
+	d := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if err := fn(); err != nil {
+			b.Fatal(err)
+		}
+		d = append(d, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(d)
+	ms := func(q float64) float64 { return float64(d[int(q*float64(len(d)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(ms(0.50), "p50-ms")
+	b.ReportMetric(ms(0.99), "p99-ms")
+}
+
+// BenchmarkExecTrue compares `exec true` end to end: through the toolgate CLI
+// (CLI → admin API → gateway → Engine API), the same without the CLI's
+// process start, and `docker exec` (the path the seed describes).
+//
+//	go test ./internal/daemon -run '^$' -bench ExecTrue -benchtime 200x
+func BenchmarkExecTrue(b *testing.B) {
+	e := newEnv(b, "bench")
+	a := e.agents[0]
+	toolgate, _ := testenv.Binaries(b)
+	args := map[string]any{"argv": []string{"true"}}
+	if _, err := e.call(a, "exec", args); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("toolgate-cli", func(b *testing.B) {
+		timed(b, func() error {
+			cmd := exec.Command(toolgate, "exec", a, "--", "true")
+			cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+			return cmd.Run()
+		})
+	})
+	b.Run("admin-api", func(b *testing.B) {
+		timed(b, func() error { _, err := e.call(a, "exec", args); return err })
+	})
+	b.Run("docker-cli", func(b *testing.B) {
+		timed(b, func() error { return exec.Command("docker", "exec", "toolgate-"+a, "true").Run() })
+	})
+}
+
+// BenchmarkReadWrite1MiB times write and read of a 1 MiB file through the
+// admin API and the Engine's archive API.
+func BenchmarkReadWrite1MiB(b *testing.B) {
+	e := newEnv(b, "rw")
+	a := e.agents[0]
+	content := strings.Repeat("0123456789abcde\n", 1<<16)
+	b.Run("write", func(b *testing.B) {
+		timed(b, func() error {
+			_, err := e.call(a, "write", map[string]any{"path": "big.txt", "content": content})
+			return err
+		})
+	})
+	b.Run("read", func(b *testing.B) {
+		timed(b, func() error {
+			_, err := e.call(a, "read", map[string]any{"path": "big.txt"})
+			return err
+		})
+	})
+}
+
+// noopTool stands in for exec but does nothing, so Handle's own cost is what is measured.
+type noopTool struct{}
+
+func (noopTool) Name() string       { return "exec" }
+func (noopTool) Kind() gateway.Kind { return gateway.KindCore }
+func (noopTool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
+	call.Command, call.Path = "ls -la", "/workspace/src"
+	return nil
+}
+func (noopTool) Run(context.Context, *gateway.Call, *gateway.RunEnv) (*gateway.Result, error) {
+	return &gateway.Result{}, nil
+}
+
+// BenchmarkGatewayOverhead is the pipeline's own cost per call — identify,
+// decide with the demo config's rules, bound the arguments, append the
+// decision and the result to a durable audit log — with the tool doing
+// nothing. "durable" fsyncs as in production; "memory" shows the part that
+// is not the disk.
+func BenchmarkGatewayOverhead(b *testing.B) {
+	cfg := `agents:
+  demo:
+    rules:
+      - {name: r1, deny: 'tool == "exec" && command.contains("rm -rf")', reason: x}
+      - {name: r2, deny: 'path.startsWith("/etc/shadow")', reason: x}
+`
+	home := b.TempDir()
+	if err := os.WriteFile(home+"/config.yaml", []byte(cfg), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	c, err := config.Load(home, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	built, err := Build(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	built.Snapshot.Tools["exec"] = noopTool{}
+	args := json.RawMessage(`{"command":"ls -la","cwd":"src"}`)
+	for _, sink := range []string{"durable", "memory"} {
+		b.Run(sink, func(b *testing.B) {
+			var s gateway.AuditSink = discard{}
+			if sink == "durable" {
+				w, err := audit.Open(b.TempDir(), audit.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer w.Close()
+				s = w
+			}
+			g := gateway.New(gateway.Options{Audit: s, BoundArgs: audit.NewBounder(1024).Bound}, built.Snapshot)
+			timed(b, func() error {
+				_, err := g.Handle(context.Background(), &gateway.Call{Agent: "demo", Tool: "exec", Args: args}, nil)
+				return err
+			})
+		})
+	}
+}
+
+type discard struct{}
+
+func (discard) Append(*gateway.Entry) error { return nil }
