@@ -14,8 +14,13 @@ import (
 // Snapshot is the configuration the pipeline runs on. A reload swaps the
 // whole snapshot at once; calls in flight keep the one they started with.
 type Snapshot struct {
-	Agents  map[string]AgentInfo
-	Tools   map[string]Tool // by name: core tools and plugin tools
+	Agents map[string]AgentInfo
+	Tools  map[string]Tool // by name: core tools and plugin tools
+	// ByKind serves calls whose tool names are not the gateway's own: a hook
+	// call carries Claude Code's tool name (Bash, mcp__srv__tool …) and is
+	// prepared by the one hook tool. Consulted when Tools has no match and
+	// the entry point set the call's Kind.
+	ByKind  map[Kind]Tool
 	Decider Decider
 }
 
@@ -148,6 +153,9 @@ func Prepare(snap *Snapshot, call *Call) (Tool, *Decision) {
 		return nil, &Decision{Rule: "args.invalid", Reason: "arguments are not valid JSON"}
 	}
 	tool, ok := snap.Tools[call.Tool]
+	if !ok && call.Kind != "" {
+		tool, ok = snap.ByKind[call.Kind]
+	}
 	if !ok {
 		return nil, &Decision{Rule: "tool.unknown", Reason: fmt.Sprintf("unknown tool %q", call.Tool)}
 	}
