@@ -16,10 +16,10 @@ import (
 type Snapshot struct {
 	Agents map[string]AgentInfo
 	Tools  map[string]Tool // by name: core tools and plugin tools
-	// ByKind serves calls whose tool names are not the gateway's own: a hook
-	// call carries Claude Code's tool name (Bash, mcp__srv__tool …) and is
-	// prepared by the one hook tool. Consulted when Tools has no match and
-	// the entry point set the call's Kind.
+	// ByKind serves every call of a kind whose tool names are not the
+	// gateway's own: a hook call carries Claude Code's tool name (Bash,
+	// mcp__srv__tool …) and is prepared by the one hook tool. It takes
+	// precedence over Tools for calls whose entry point set that Kind.
 	ByKind  map[Kind]Tool
 	Decider Decider
 }
@@ -152,9 +152,9 @@ func Prepare(snap *Snapshot, call *Call) (Tool, *Decision) {
 	if len(call.Args) > 0 && !json.Valid(call.Args) {
 		return nil, &Decision{Rule: "args.invalid", Reason: "arguments are not valid JSON"}
 	}
-	tool, ok := snap.Tools[call.Tool]
-	if !ok && call.Kind != "" {
-		tool, ok = snap.ByKind[call.Kind]
+	tool, ok := snap.ByKind[call.Kind]
+	if !ok {
+		tool, ok = snap.Tools[call.Tool]
 	}
 	if !ok {
 		return nil, &Decision{Rule: "tool.unknown", Reason: fmt.Sprintf("unknown tool %q", call.Tool)}
