@@ -39,7 +39,8 @@ var (
 )
 
 // ParseHeader decodes and checks a call header. workspace is where cwd must
-// lie (as the sandbox sees it).
+// lie (as the sandbox sees it); a header refused for its cwd is returned
+// with the error, so the refusal can be recorded with its arguments.
 func ParseHeader(b []byte, workspace string) (*CallHeader, error) {
 	var h CallHeader
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -54,7 +55,7 @@ func ParseHeader(b []byte, workspace string) (*CallHeader, error) {
 		return nil, fmt.Errorf("%w: session and parent are at most %d bytes", ErrMalformed, maxHint)
 	}
 	if h.Cwd != "" && !Within(h.Cwd, workspace) {
-		return nil, fmt.Errorf("%w: cwd %q is outside the workspace %s", errCwd, h.Cwd, workspace)
+		return &h, fmt.Errorf("%w: cwd %q is outside the workspace %s", errCwd, h.Cwd, workspace)
 	}
 	return &h, nil
 }

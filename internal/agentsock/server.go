@@ -220,8 +220,10 @@ func (s *Server) listen(k Socket) (*listener, error) {
 	return &listener{Socket: k, srv: srv, ln: ln}, nil
 }
 
+// close closes the listener itself too: Serve runs in a goroutine and may
+// not have taken it over yet, and closing it removes the socket file.
 func (l *listener) close() error {
-	err := l.srv.Close()
+	err := errors.Join(l.ln.Close(), l.srv.Close())
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
 	}

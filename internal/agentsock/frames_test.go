@@ -1,0 +1,88 @@
+package agentsock
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestWithin(t *testing.T) {
+	for _, tt := range []struct {
+		p    string
+		want bool
+	}{
+		{"/workspace", true}, {"/workspace/", true}, {"/workspace/a/../b", true},
+		{"/workspace/..", false}, {"/workspacex", false}, {"workspace", false}, {"/", false}, {"/etc", false},
+	} {
+		if got := Within(tt.p, "/workspace"); got != tt.want {
+			t.Errorf("Within(%q) = %v", tt.p, got)
+		}
+	}
+}
+
+func TestStdinReader(t *testing.T) {
+	for _, tt := range []struct {
+		name, in, out string
+		err           error
+	}{
+		{"frames", "{\"stdin\":\"YQ==\"}\n\n{\"stdin\":\"Yg==\"}\n{\"eof\":true}\n", "ab", nil},
+		{"last line without newline", "{\"stdin\":\"YQ==\"}\n{\"eof\":true}", "a", nil},
+		{"no eof", "{\"stdin\":\"YQ==\"}\n", "a", io.ErrUnexpectedEOF},
+		{"bad base64", "{\"stdin\":\"!\"}\n", "", ErrMalformed},
+		{"not json", "hello\n", "", ErrMalformed},
+		{"too long", "{\"stdin\":\"" + strings.Repeat("A", 100) + "\"}\n", "", ErrTooLarge},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := io.ReadAll(NewStdinReader(bufio.NewReaderSize(strings.NewReader(tt.in), 16), 64))
+			if string(out) != tt.out || !errors.Is(err, tt.err) {
+				t.Fatalf("got %q %v, want %q %v", out, err, tt.out, tt.err)
+			}
+		})
+	}
+}
+
+// FuzzParseHeader: any input is a header or an error, never a panic; an
+// accepted header's cwd is inside the workspace and its args round-trip.
+func FuzzParseHeader(f *testing.F) {
+	for _, s := range []string{`{"argv":["a"]}`, `{"argv":[],"cwd":"/workspace/x","session":"s","parent":"p"}`,
+		`{"argv":null}`, `{"cwd":"/etc"}`, `{}`, `[]`, `{"argv":["a"]} {}`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := ParseHeader(b, "/workspace")
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, errCwd) {
+				t.Fatalf("unclassified error %v", err)
+			}
+			return
+		}
+		if h.Cwd != "" && !Within(h.Cwd, "/workspace") {
+			t.Fatalf("accepted cwd %q", h.Cwd)
+		}
+		var back CallHeader
+		if err := json.Unmarshal(h.Args(), &back); err != nil || len(back.Argv) != len(h.Argv) {
+			t.Fatalf("args %s do not round-trip: %v", h.Args(), err)
+		}
+	})
+}
+
+// FuzzStdinReader: the frame parser ends every input with data and EOF or
+// an error, and never yields more bytes than the frames carried.
+func FuzzStdinReader(f *testing.F) {
+	f.Add([]byte("{\"stdin\":\"aGk=\"}\n{\"eof\":true}\n"))
+	f.Add([]byte("{\"stdin\":\"\"}\n{\"stdin\":null}\n"))
+	f.Add([]byte("\n\n{\"eof\":false}\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out, err := io.ReadAll(NewStdinReader(bufio.NewReaderSize(bytes.NewReader(b), 16), 256))
+		if err == nil && !bytes.Contains(b, []byte("eof")) {
+			t.Fatalf("clean end without an eof frame")
+		}
+		if len(out) > len(b) {
+			t.Fatalf("%d bytes out of %d in", len(out), len(b))
+		}
+	})
+}

@@ -1,0 +1,120 @@
+// Package sockettest sets up a real gateway for tests of the agent socket
+// and what talks to it: the built-in echo plugin, a real audit writer, an
+// allowlist decider and an agent socket server.
+package sockettest
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/agentsock"
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/plugin"
+	"github.com/toolgate/toolgate/internal/sandbox"
+)
+
+// Env is a running gateway with its agent socket server.
+type Env struct {
+	GW       *gateway.Gateway
+	Audit    *audit.Writer
+	AuditDir string
+	Server   *agentsock.Server
+	Dir      string
+}
+
+// Allowlist is the decider: agent → tools it may call.
+type Allowlist map[string][]string
+
+func (a Allowlist) Decide(call *gateway.Call) gateway.Decision {
+	if slices.Contains(a[call.Agent], call.Tool) {
+		return gateway.Decision{Allow: true, Rule: "tools.allowlist", Reason: "allowed"}
+	}
+	return gateway.Decision{Rule: "tools.allowlist", Reason: call.Tool + " is not among the agent's tools"}
+}
+
+// New starts a gateway whose agents are allow's keys, with the built-in
+// echo plugin and the extra tools. Everything is closed when t ends.
+func New(t testing.TB, allow Allowlist, extra ...gateway.Tool) *Env {
+	t.Helper()
+	dir := t.TempDir()
+	tools, err := plugin.Build(&config.Config{Plugins: map[string]config.Plugin{"echo": {Kind: "builtin"}}}, plugin.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range extra {
+		tools[x.Name()] = x
+	}
+	snap := &gateway.Snapshot{Agents: map[string]gateway.AgentInfo{}, Tools: tools, Decider: allow}
+	for a := range allow {
+		snap.Agents[a] = gateway.AgentInfo{Name: a, Workspace: sandbox.WorkspacePath, HostDir: filepath.Join(dir, a, "workspace")}
+	}
+	e := &Env{Dir: dir, AuditDir: filepath.Join(dir, "audit")}
+	if e.Audit, err = audit.Open(e.AuditDir, audit.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	e.GW = gateway.New(gateway.Options{Audit: e.Audit}, snap)
+	e.Server = agentsock.New(e.GW, agentsock.Options{})
+	t.Cleanup(func() {
+		e.Server.Close()
+		e.Audit.Close()
+	})
+	return e
+}
+
+// SocketPath is where agent's socket lives in this environment.
+func (e *Env) SocketPath(agent string) string {
+	return filepath.Join(e.Dir, agent, "sock", sandbox.SocketName)
+}
+
+// Serve opens the sockets of the given agents (owned by the current user).
+func (e *Env) Serve(t testing.TB, agents ...string) {
+	t.Helper()
+	for _, a := range agents {
+		if err := e.Server.Serve(a, e.SocketPath(a), 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Entries returns every audit entry so far.
+func (e *Env) Entries(t testing.TB) []*gateway.Entry {
+	t.Helper()
+	var out []*gateway.Entry
+	if err := audit.Query(e.AuditDir, audit.Filter{}, func(en *gateway.Entry) error {
+		out = append(out, en)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Func is a plugin-kind tool run by a Go function, for tests that need a
+// handler to block, fail or watch its context.
+type Func struct {
+	ToolName string
+	Fn       func(ctx context.Context, call *gateway.Call, io *gateway.Streams) (*gateway.Result, error)
+}
+
+func (f *Func) Name() string       { return f.ToolName }
+func (f *Func) Kind() gateway.Kind { return gateway.KindTool }
+
+func (f *Func) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
+	var a struct {
+		Argv []string `json:"argv"`
+	}
+	if err := json.Unmarshal(call.Args, &a); err != nil {
+		return err
+	}
+	call.Argv = a.Argv
+	return nil
+}
+
+func (f *Func) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv) (*gateway.Result, error) {
+	return f.Fn(ctx, call, env.IO)
+}
