@@ -45,6 +45,7 @@ type Daemon struct {
 	docker  *docker.Manager
 	gw      *gateway.Gateway
 	client  string
+	bounder *audit.Bounder
 	mu      sync.Mutex // guards built across reloads
 	built   *Built
 	servers []*http.Server
@@ -109,8 +110,9 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		return nil, fmt.Errorf("opening the audit log: %w", err)
 	}
 	d := &Daemon{opts: opts, log: log, audit: aw, docker: mgr, client: client, built: built}
-	bounder := audit.NewBounder(cfg.Gateway.Audit.MaxArgBytes)
-	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: mgr, BoundArgs: bounder.Bound, Logger: log}, built.Snapshot)
+	d.bounder = audit.NewBounder(cfg.Gateway.Audit.MaxArgBytes)
+	d.bounder.AddSecrets(built.Secrets.Values()...)
+	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: mgr, BoundArgs: d.bounder.Bound, Logger: log}, built.Snapshot)
 
 	if err := d.ensureSandboxes(ctx, built); err != nil {
 		d.close()
@@ -164,6 +166,7 @@ func (d *Daemon) Reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	d.bounder.AddSecrets(built.Secrets.Values()...) // before any call can use a new secret
 	d.mu.Lock()
 	d.built = built
 	d.mu.Unlock()

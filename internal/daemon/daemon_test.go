@@ -493,3 +493,60 @@ func TestCLI(t *testing.T) {
 		t.Fatalf("agents: %q %d", o, code)
 	}
 }
+
+// TestPluginsThroughAdminAPI: plugin tools run on the host through the same
+// pipeline: the allowlist decides which exist for an agent, CEL rules see argv.
+func TestPluginsThroughAdminAPI(t *testing.T) {
+	e := newEnv(t, "plug")
+	a := e.agents[0]
+	_, clientBin := testenv.Binaries(t)
+	cfg := fmt.Sprintf(`gateway:
+  clientBinary: %s
+plugins:
+  echo: {kind: builtin}
+  git: {kind: command, command: /usr/bin/git, cwd: workspace}
+  gh: {kind: command, command: /bin/true}
+agents:
+  %s:
+    tools: [echo, git]
+    rules:
+      - name: no-force-push
+        deny: 'tool == "git" && args.argv[0] == "push" && "--force" in args.argv'
+        reason: no force push
+`, clientBin, a)
+	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.call(a, "echo", map[string]any{"argv": []string{"hello", "$(id)", "a;b"}})
+	if err != nil || *res.ExitCode != 0 {
+		t.Fatalf("echo: %v %+v", err, res)
+	}
+	if got := fmt.Sprint(out(res, "stdout")); got != "hello $(id) a;b\n" {
+		t.Fatalf("echo printed %q", got)
+	}
+	// git runs on the host in the agent's workspace: it is not a repository.
+	res, err = e.call(a, "git", map[string]any{"argv": []string{"status"}})
+	if err != nil || *res.ExitCode == 0 || !strings.Contains(fmt.Sprint(out(res, "stderr")), "not a git repository") {
+		t.Fatalf("git status: %v %+v", err, res)
+	}
+	var we *wire.Error
+	_, err = e.call(a, "git", map[string]any{"argv": []string{"push", "--force"}})
+	if !errors.As(err, &we) || we.Rule != "no-force-push" {
+		t.Fatalf("force push: %v", err)
+	}
+	_, err = e.call(a, "gh", map[string]any{"argv": []string{"pr", "list"}})
+	if !errors.As(err, &we) || we.Rule != "tools.allowlist" {
+		t.Fatalf("gh outside the allowlist: %v", err)
+	}
+	_, err = e.call(a, "git", map[string]any{"argv": []string{"status"}, "cwd": "/etc"})
+	if !errors.As(err, &we) || we.Code != "bad_request" {
+		t.Fatalf("cwd outside the workspace: %v", err)
+	}
+	if got := e.entries(audit.Filter{Agent: a, Type: "tool"}); len(got) < 6 {
+		t.Fatalf("plugin calls in audit: %d", len(got))
+	}
+	e.verify()
+}

@@ -8,8 +8,10 @@ import (
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/coretools"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/plugin"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/secrets"
 )
 
 // Built is everything derived from one configuration: what the gateway runs
@@ -18,6 +20,7 @@ type Built struct {
 	Config   *config.Config
 	Snapshot *gateway.Snapshot
 	Policy   *policy.Engine
+	Secrets  *secrets.Store
 }
 
 // Build derives the gateway snapshot and sandbox specs from a configuration.
@@ -42,6 +45,16 @@ func Build(cfg *config.Config) (*Built, error) {
 	}
 	for _, t := range coretools.New(limits) {
 		b.Snapshot.Tools[t.Name()] = t
+	}
+	if b.Secrets, err = secrets.Load(cfg.Home, cfg.Secrets); err != nil {
+		return nil, err
+	}
+	plugins, err := plugin.Build(cfg, plugin.Env{Secrets: b.Secrets})
+	if err != nil {
+		return nil, err
+	}
+	for name, t := range plugins {
+		b.Snapshot.Tools[name] = t
 	}
 	return b, nil
 }
