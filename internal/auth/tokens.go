@@ -17,11 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -111,11 +109,9 @@ func (s *Store) loadLocked() error {
 	if err != nil {
 		return err
 	}
-	var toks []*Token
-	if len(strings.TrimSpace(string(b))) > 0 {
-		if err := json.Unmarshal(b, &toks); err != nil {
-			return fmt.Errorf("%s: %w", s.path, err)
-		}
+	toks, err := parseTokens(b)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.path, err)
 	}
 	s.toks, s.stat = toks, fi
 	return nil
@@ -125,39 +121,31 @@ func (s *Store) loadLocked() error {
 // file lock, and writes the result: two processes editing the file never
 // lose each other's changes.
 func (s *Store) mutate(change func(toks []*Token) ([]*Token, error)) error {
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
-		return err
-	}
-	lf, err := os.OpenFile(s.path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	err := EditFile(s.path, func(old []byte) ([]byte, error) {
+		toks, err := parseTokens(old)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.path, err)
+		}
+		if toks, err = change(toks); err != nil {
+			return nil, err
+		}
+		b, err := json.MarshalIndent(toks, "", "  ")
+		return append(b, '\n'), err
+	})
 	if err != nil {
-		return err
-	}
-	defer lf.Close()
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
-		return err
-	}
-	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
-	s.stat = nil // force a re-read under the lock
-	if err := s.loadLocked(); err != nil {
-		return err
-	}
-	toks, err := change(s.toks)
-	if err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(toks, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := s.path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, s.path); err != nil {
 		return err
 	}
 	s.stat = nil
 	return s.loadLocked()
+}
+
+func parseTokens(b []byte) ([]*Token, error) {
+	var toks []*Token
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil, nil
+	}
+	err := json.Unmarshal(b, &toks)
+	return toks, err
 }
 
 // Create makes a new token and returns its secret, which is not kept. An mcp

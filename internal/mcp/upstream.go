@@ -1,0 +1,418 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/plugin"
+	"github.com/toolgate/toolgate/internal/secrets"
+)
+
+// Upstream MCP servers are plugins of kind "mcp":
+//
+//	plugins:
+//	  gh:
+//	    kind: mcp
+//	    command: /usr/local/bin/github-mcp-server   # stdio; or an http(s):// URL
+//	    args: [stdio]
+//	    env: {GITHUB_TOKEN: "{{secret:gh}}"}        # for a URL: request headers
+//	    timeout: 60s                                # per call
+//
+// Their tools are SERVER.TOOL. Only approved definitions are offered (see
+// Pins): the tools a Build returns come from HOME/pins.json, so building
+// starts nothing; the upstream is started on the first call, and its live
+// definitions are checked against the pins every time it (re)connects. One
+// upstream process serves every agent, so its secrets must be granted to
+// agents ["*"] and tools [SERVER].
+func init() { plugin.Register(UpstreamKind, newUpstream) }
+
+// UpstreamKind is the plugin kind of upstream MCP servers.
+const UpstreamKind = "mcp"
+
+// DefaultUpstreamTimeout bounds one upstream call (and connecting).
+const DefaultUpstreamTimeout = time.Minute
+
+var pinsPath atomic.Pointer[string]
+
+// SetPinsFile says where the daemon's pins live (HOME/pins.json). Without
+// it, the default home's pins.json is used.
+func SetPinsFile(path string) { pinsPath.Store(&path) }
+
+func openDefaultPins() (*Pins, error) {
+	if p := pinsPath.Load(); p != nil {
+		return OpenPins(*p)
+	}
+	home, err := config.Home()
+	if err != nil {
+		return nil, err
+	}
+	return OpenPins(filepath.Join(home, PinsFile))
+}
+
+// upstreams keeps one connection per configured server across reloads: a
+// reload with the same settings reuses the running process.
+var (
+	upstreamsMu sync.Mutex
+	upstreams   = map[string]*upstream{}
+)
+
+type upstream struct {
+	name    string
+	cfg     config.Plugin
+	digest  [32]byte
+	secrets *secrets.Store
+	pins    *Pins
+	timeout time.Duration
+
+	mu   sync.Mutex
+	sess *sdk.ClientSession
+	live map[string]string // tool → hash of its live definition, at connect
+}
+
+func newUpstream(name string, p config.Plugin, env plugin.Env) ([]gateway.Tool, error) {
+	u, err := upstreamFor(name, p, env)
+	if err != nil {
+		return nil, err
+	}
+	all, err := u.pins.All()
+	if err != nil {
+		return nil, err
+	}
+	var tools []gateway.Tool
+	for _, key := range slices.Sorted(maps.Keys(all)) {
+		tool, ok := strings.CutPrefix(key, name+".")
+		if pin := all[key]; ok && pin.Hash != "" {
+			tools = append(tools, &upstreamTool{u: u, name: key, tool: tool, pin: pin})
+		}
+	}
+	return tools, nil
+}
+
+// upstreamFor checks the settings and returns the server's shared state.
+func upstreamFor(name string, p config.Plugin, env plugin.Env) (*upstream, error) {
+	isURL := strings.HasPrefix(p.Command, "http://") || strings.HasPrefix(p.Command, "https://")
+	switch {
+	case p.Command == "":
+		return nil, errors.New("command: an absolute host path or an http(s):// URL is required")
+	case !isURL && !filepath.IsAbs(p.Command):
+		return nil, fmt.Errorf("command: %q is neither an absolute host path nor an http(s):// URL", p.Command)
+	case p.Cwd == "workspace":
+		return nil, errors.New("cwd: an upstream MCP server is shared by all agents; it cannot run in one agent's workspace")
+	case p.Timeout < 0:
+		return nil, errors.New("timeout: must not be negative")
+	}
+	for _, s := range append([]string{p.Command}, p.Args...) {
+		if strings.Contains(s, "{{secret:") {
+			return nil, errors.New("secrets go in env, not in command or args")
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
+		names, err := secrets.References(p.Env[k])
+		if err != nil {
+			return nil, fmt.Errorf("env.%s: %w", k, err)
+		}
+		for _, n := range names {
+			if !env.Secrets.Has(n) {
+				return nil, fmt.Errorf("env.%s: secret %q is not defined", k, n)
+			}
+		}
+	}
+	pins, err := openDefaultPins()
+	if err != nil {
+		return nil, fmt.Errorf("pins: %w", err)
+	}
+	b, _ := json.Marshal(p)
+	digest := sha256.Sum256(b)
+	upstreamsMu.Lock()
+	defer upstreamsMu.Unlock()
+	if u := upstreams[name]; u != nil && u.digest == digest {
+		u.mu.Lock()
+		u.secrets, u.pins = env.Secrets, pins
+		u.mu.Unlock()
+		return u, nil
+	} else if u != nil {
+		u.close()
+	}
+	u := &upstream{name: name, cfg: p, digest: digest, secrets: env.Secrets, pins: pins, timeout: p.Timeout}
+	if u.timeout == 0 {
+		u.timeout = DefaultUpstreamTimeout
+	}
+	upstreams[name] = u
+	return u, nil
+}
+
+func (u *upstream) close() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.sess != nil {
+		_ = u.sess.Close()
+		u.sess = nil
+	}
+}
+
+// drop forgets a session that failed, so the next call starts afresh.
+func (u *upstream) drop(s *sdk.ClientSession) {
+	u.mu.Lock()
+	if u.sess == s {
+		u.sess = nil
+	}
+	u.mu.Unlock()
+	_ = s.Close()
+}
+
+func (u *upstream) secret(name string) (string, error) { return u.secrets.Resolve("*", u.name, name) }
+
+func (u *upstream) transport() (sdk.Transport, error) {
+	vars := map[string]string{}
+	for k, v := range u.cfg.Env {
+		x, err := secrets.Expand(v, u.secret)
+		if err != nil {
+			return nil, fmt.Errorf("env %s: %w", k, err)
+		}
+		vars[k] = x
+	}
+	if strings.HasPrefix(u.cfg.Command, "http://") || strings.HasPrefix(u.cfg.Command, "https://") {
+		hdr := http.Header{}
+		for k, v := range vars {
+			hdr.Set(k, v)
+		}
+		return &sdk.StreamableClientTransport{Endpoint: u.cfg.Command,
+			HTTPClient: &http.Client{Transport: headerTransport{hdr, http.DefaultTransport}}}, nil
+	}
+	cmd := exec.Command(u.cfg.Command, u.cfg.Args...)
+	home, _ := os.UserHomeDir()
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + home}
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		cmd.Env = append(cmd.Env, k+"="+vars[k])
+	}
+	if u.cfg.Cwd != "" {
+		cmd.Dir = u.cfg.Cwd
+	}
+	return &sdk.CommandTransport{Command: cmd, TerminateDuration: time.Second}, nil
+}
+
+type headerTransport struct {
+	hdr  http.Header
+	next http.RoundTripper
+}
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.hdr {
+		r.Header[k] = v
+	}
+	return h.next.RoundTrip(r)
+}
+
+// session returns the live session, connecting (and checking every tool's
+// definition against its pin) when there is none.
+func (u *upstream) session(ctx context.Context) (*sdk.ClientSession, map[string]string, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.sess != nil {
+		return u.sess, u.live, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	sess, defs, err := connectUpstream(ctx, u)
+	if err != nil {
+		return nil, nil, err
+	}
+	live := map[string]string{}
+	for tool, def := range defs {
+		key := u.name + "." + tool
+		live[tool] = def.Hash(key)
+		if _, err := u.pins.Observe(key, def); err != nil {
+			_ = sess.Close()
+			return nil, nil, fmt.Errorf("recording %s in the pins: %w", key, err)
+		}
+	}
+	u.sess, u.live = sess, live
+	return sess, live, nil
+}
+
+func connectUpstream(ctx context.Context, u *upstream) (*sdk.ClientSession, map[string]ToolDef, error) {
+	t, err := u.transport()
+	if err != nil {
+		return nil, nil, err
+	}
+	client := sdk.NewClient(&sdk.Implementation{Name: "toolgate", Version: "upstream"}, nil)
+	sess, err := client.Connect(ctx, t, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("upstream %s: connecting: %w", u.name, err)
+	}
+	defs := map[string]ToolDef{}
+	for tool, err := range sess.Tools(ctx, nil) {
+		if err != nil {
+			_ = sess.Close()
+			return nil, nil, fmt.Errorf("upstream %s: listing tools: %w", u.name, err)
+		}
+		schema, _ := json.Marshal(tool.InputSchema)
+		defs[tool.Name] = ToolDef{Description: tool.Description, InputSchema: schema}
+	}
+	return sess, defs, nil
+}
+
+// ToolStatus is one upstream tool as `toolgate tools list` shows it.
+type ToolStatus struct {
+	Name   string // SERVER.TOOL
+	Status string // pinned, changed, new, gone
+	Def    ToolDef
+}
+
+// Inspect connects to an upstream, records what it offers in the pins and
+// reports every tool's status. It is the CLI's way of seeing a server the
+// daemon has not started yet.
+func Inspect(ctx context.Context, name string, p config.Plugin, env plugin.Env, pins *Pins) ([]ToolStatus, error) {
+	u := &upstream{name: name, cfg: p, secrets: env.Secrets, pins: pins}
+	sess, defs, err := connectUpstream(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	defer sess.Close()
+	all, err := pins.All()
+	if err != nil {
+		return nil, err
+	}
+	var out []ToolStatus
+	for tool, def := range defs {
+		key := name + "." + tool
+		ok, err := pins.Observe(key, def)
+		if err != nil {
+			return nil, err
+		}
+		st := ToolStatus{Name: key, Status: "pinned", Def: def}
+		if !ok {
+			st.Status = "new"
+			if all[key].Hash != "" {
+				st.Status = "changed"
+			}
+		}
+		out = append(out, st)
+	}
+	for key, pin := range all {
+		if tool, ok := strings.CutPrefix(key, name+"."); ok && pin.Hash != "" {
+			if _, live := defs[tool]; !live {
+				out = append(out, ToolStatus{Name: key, Status: "gone", Def: pin.Def})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// upstreamTool is one approved tool of an upstream server.
+type upstreamTool struct {
+	u    *upstream
+	name string // SERVER.TOOL
+	tool string // TOOL, as the upstream calls it
+	pin  Pin    // as approved when the snapshot was built
+}
+
+func (t *upstreamTool) Name() string        { return t.name }
+func (t *upstreamTool) Kind() gateway.Kind  { return gateway.KindTool }
+func (t *upstreamTool) Description() string { return t.pin.Def.Description }
+func (t *upstreamTool) Schema() string      { return string(t.pin.Def.InputSchema) }
+
+// Withheld says why the tool may not be offered or called now: its live
+// definition differs from the approved one (or the approval changed since
+// this configuration was built).
+func (t *upstreamTool) Withheld() error {
+	pin, ok, err := t.u.pins.Get(t.name)
+	switch {
+	case err != nil:
+		return fmt.Errorf("pins unreadable: %v", err)
+	case !ok || pin.Hash == "":
+		return fmt.Errorf("%s is no longer approved", t.name)
+	case pin.Hash != t.pin.Hash:
+		return fmt.Errorf("%s was re-approved with a new definition; reload the gateway to offer it", t.name)
+	case pin.Seen != nil:
+		return fmt.Errorf("%s changed upstream and is withheld until `toolgate tools approve %s`", t.name, t.name)
+	}
+	return nil
+}
+
+// Prepare checks that the arguments are one JSON object and that the tool
+// is not withheld; the upstream validates them against its schema.
+func (t *upstreamTool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
+	if err := decodeObject(call.Args); err != nil {
+		return fmt.Errorf("%s: %w", t.name, err)
+	}
+	return t.Withheld()
+}
+
+func decodeObject(raw json.RawMessage) error {
+	if !utf8.Valid(raw) {
+		return errors.New("arguments contain invalid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var m map[string]json.RawMessage
+	if err := dec.Decode(&m); err != nil || m == nil {
+		return errors.New("arguments must be a JSON object")
+	}
+	if dec.More() {
+		return errors.New("unexpected data after the arguments object")
+	}
+	return nil
+}
+
+// Run calls the upstream. A crash or a dead connection fails this call and
+// makes the next one reconnect; a call that takes too long is abandoned at
+// the plugin's timeout. Either way other tools and servers are unaffected.
+func (t *upstreamTool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (*gateway.Result, error) {
+	sess, live, err := t.u.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if live[t.tool] != t.pin.Hash {
+		return nil, fmt.Errorf("%s changed upstream and is withheld until `toolgate tools approve %s`", t.name, t.name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.u.timeout)
+	defer cancel()
+	res, err := sess.CallTool(ctx, &sdk.CallToolParams{Name: t.tool, Arguments: call.Args})
+	if err != nil {
+		var rpc *jsonrpc.Error
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("upstream %s: no answer within %s", t.u.name, t.u.timeout)
+		}
+		if !errors.As(err, &rpc) {
+			t.u.drop(sess)
+		}
+		return nil, fmt.Errorf("upstream %s: %w", t.u.name, err)
+	}
+	var text []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			text = append(text, tc.Text)
+		}
+	}
+	out := &gateway.Result{Output: t.u.secrets.Redact(strings.Join(text, "\n"))}
+	code := 0
+	if res.IsError {
+		code = 1
+		out.Error = "upstream tool reported an error"
+	}
+	out.ExitCode = &code
+	return out, nil
+}
