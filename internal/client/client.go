@@ -26,6 +26,7 @@ var commands = map[string]command{
 	"run":  {"run --timeout D --call ID -- ARGV: run ARGV in its own process group", cmdRun},
 	"kill": {"kill --call ID: SIGKILL the process group of a running call", cmdKill},
 	"call": {"call NAME [ARGS]: call plugin tool NAME through the agent socket", cmdCall},
+	"hook": {"hook pre-tool-use|post-tool-use: Claude Code gate and tap (stdin: hook input)", cmdHook},
 }
 
 // MultiCall dispatches on argv[0]: the launcher of the tool it is named

@@ -1,0 +1,414 @@
+// Package hookserver is the host side of toolgate's Claude Code hooks: the
+// gate and tap routes on every agent socket, and the admin handler that
+// records a stream-json transcript as observations. It lives apart from
+// package hooks so the in-sandbox client, which imports hooks, does not
+// link an HTTP server.
+//
+// Wiring (the daemon):
+//
+//	snap.ByKind = map[gateway.Kind]gateway.Tool{gateway.KindHook: hooks.Tool()}
+//	hs, err := hookserver.New(hookserver.Options{Gateway: gw, Audit: aw,
+//		AuditDir: cfg.Gateway.Audit.Dir, BoundArgs: bounder.Bound, Logger: log})
+//	hs.Mount(agentSrv)                                    // agent sockets
+//	mux.Handle("POST /v1/agents/{agent}/observations", admin(hs.Ingest())) // admin API
+package hookserver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/agentsock"
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/hooks"
+	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/wire"
+)
+
+// Routes on the agent socket.
+const (
+	PreToolUsePath  = "/v1/hooks/pre-tool-use"
+	PostToolUsePath = "/v1/hooks/post-tool-use"
+)
+
+// Defaults of Options.
+const (
+	// DefaultRecent is how many recorded event ids are remembered for
+	// deduplication (per server, all agents).
+	DefaultRecent = 1 << 16
+	// DefaultDedupWindow is how far back New reads the audit log for ids
+	// recorded before a restart. A spooled event older than this that is
+	// delivered again may be recorded twice.
+	DefaultDedupWindow = 7 * 24 * time.Hour
+)
+
+// Rules of the gate's own refusals (before policy is asked).
+const (
+	RuleInput = "hook.input" // the hook input could not be read or mapped
+)
+
+// Options are the server's collaborators.
+type Options struct {
+	Gateway *gateway.Gateway
+	// Audit receives tap entries and observations; the gateway's own sink.
+	Audit gateway.AuditSink
+	// AuditDir is read at start for event ids already recorded ("" skips it).
+	AuditDir string
+	// BoundArgs is the gateway's bounder (long strings cut, secrets
+	// redacted), applied to tap arguments and every Detail value. Nil keeps
+	// them as the hook mapping bounded them.
+	BoundArgs   func(json.RawMessage) json.RawMessage
+	Logger      *slog.Logger
+	Recent      int           // default DefaultRecent
+	DedupWindow time.Duration // default DefaultDedupWindow
+}
+
+// Server serves the hook routes.
+type Server struct {
+	opts Options
+	seen *recent // "agent\x00event id" of recorded tap events and observations
+
+	mu       sync.Mutex
+	inflight map[string]chan struct{} // ids being appended right now
+}
+
+// New returns a server that remembers the tap events and observations the
+// audit log at AuditDir already holds, so a redelivery after a restart is
+// still recognised.
+func New(opts Options) (*Server, error) {
+	if opts.Gateway == nil || opts.Audit == nil {
+		return nil, errors.New("hookserver: Gateway and Audit are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Recent <= 0 {
+		opts.Recent = DefaultRecent
+	}
+	if opts.DedupWindow <= 0 {
+		opts.DedupWindow = DefaultDedupWindow
+	}
+	s := &Server{opts: opts, seen: newRecent(opts.Recent), inflight: map[string]chan struct{}{}}
+	if opts.AuditDir != "" {
+		since := time.Now().Add(-opts.DedupWindow)
+		for _, typ := range []gateway.Kind{gateway.KindHook, gateway.KindObserved} {
+			err := audit.Query(opts.AuditDir, audit.Filter{Type: string(typ), Since: since}, func(e *gateway.Entry) error {
+				if id := recordedID(e); id != "" {
+					s.seen.add(key(e.Agent, id))
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("hookserver: reading recorded event ids: %w", err)
+			}
+		}
+	}
+	return s, nil
+}
+
+// recordedID is the dedup id of an entry this package wrote: a tap entry's
+// event id, an observation's entry id.
+func recordedID(e *gateway.Entry) string {
+	switch {
+	case e.Type == gateway.KindHook && e.Decision == hooks.DecisionReported:
+		id, _ := e.Detail["event_id"].(string)
+		return id
+	case e.Type == gateway.KindObserved:
+		return e.ID
+	}
+	return ""
+}
+
+func key(agent, id string) string { return agent + "\x00" + id }
+
+// Mount puts the gate and the tap on every agent socket.
+func (s *Server) Mount(srv *agentsock.Server) {
+	srv.Handle("POST "+PreToolUsePath, http.HandlerFunc(s.preToolUse))
+	srv.Handle("POST "+PostToolUsePath, http.HandlerFunc(s.postToolUse))
+}
+
+// GateAnswer is the gate route's 200 body: the decision and the audit id.
+type GateAnswer struct {
+	gateway.Decision
+	ID string `json:"id,omitempty"`
+}
+
+// TapAnswer is the tap route's 200 body.
+type TapAnswer struct {
+	ID        string `json:"id,omitempty"` // audit id of the entry written
+	Duplicate bool   `json:"duplicate,omitempty"`
+}
+
+func (s *Server) workspace(agent string) string {
+	if ws := s.opts.Gateway.Snapshot().Agents[agent].Workspace; ws != "" {
+		return ws
+	}
+	return sandbox.WorkspacePath
+}
+
+// preToolUse is the gate: hook input → hooks.ToCall → gateway.Handle → the
+// decision. Input that cannot be read or mapped is refused and recorded; the
+// answer is a decision whenever the audit could record one.
+func (s *Server) preToolUse(w http.ResponseWriter, r *http.Request) {
+	agent := agentsock.Agent(r.Context())
+	in, err := hooks.ParseInput(r.Body, hooks.DefaultMaxInput)
+	if err == nil && in.HookEventName != hooks.EventPreToolUse {
+		err = fmt.Errorf("the gate takes %s events, got %s", hooks.EventPreToolUse, in.HookEventName)
+	}
+	var call *gateway.Call
+	if err == nil {
+		call, err = hooks.ToCall(in, s.workspace(agent))
+	}
+	if err != nil {
+		s.refuse(w, r, agent, in, err)
+		return
+	}
+	call.Agent = agent
+	_, err = s.opts.Gateway.Handle(r.Context(), call, nil)
+	var denied *gateway.DeniedError
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, GateAnswer{Decision: gateway.Decision{Allow: true}, ID: call.ID})
+	case errors.As(err, &denied):
+		writeJSON(w, http.StatusOK, GateAnswer{Decision: denied.Decision, ID: denied.ID})
+	default: // the audit could not record the decision: the client fails closed
+		status, e := wire.ErrorFor(err)
+		wire.WriteError(w, status, e)
+	}
+}
+
+// refuse records a gate request whose input was unusable and answers deny.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, agent string, in *hooks.Input, cause error) {
+	call := &gateway.Call{Agent: agent, Kind: gateway.KindHook, Via: hooks.ViaHook, Detail: map[string]any{}}
+	if in != nil {
+		call.Tool, call.Session = in.ToolName, in.SessionID
+		if in.ToolUseID != "" {
+			call.Detail["tool_use_id"] = in.ToolUseID
+		}
+	}
+	if p, ok := agentsock.PeerOf(r.Context()); ok {
+		call.Detail["peer"] = p
+	}
+	dec := gateway.Decision{Rule: RuleInput, Reason: "bad hook input: " + cause.Error()}
+	if err := s.opts.Gateway.Refuse(call, dec); err != nil {
+		wire.WriteError(w, http.StatusServiceUnavailable, &wire.Error{Code: "unavailable", Message: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, GateAnswer{Decision: dec, ID: call.ID})
+}
+
+// postToolUse is the tap: one audit entry per event id, whatever the number
+// of deliveries.
+func (s *Server) postToolUse(w http.ResponseWriter, r *http.Request) {
+	agent := agentsock.Agent(r.Context())
+	in, err := hooks.ParseInput(r.Body, hooks.DefaultMaxInput)
+	if err == nil && in.HookEventName != hooks.EventPostToolUse && in.HookEventName != hooks.EventPostToolUseFailure {
+		err = fmt.Errorf("the tap takes %s and %s events, got %s", hooks.EventPostToolUse, hooks.EventPostToolUseFailure, in.HookEventName)
+	}
+	var call *gateway.Call
+	if err == nil {
+		call, err = hooks.ToCall(in, s.workspace(agent))
+	}
+	switch {
+	case errors.Is(err, hooks.ErrTooLarge):
+		wire.WriteError(w, http.StatusRequestEntityTooLarge, &wire.Error{Code: "too_large", Message: err.Error()})
+		return
+	case err != nil:
+		wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Message: err.Error()})
+		return
+	}
+	if _, ok := s.opts.Gateway.Snapshot().Agents[agent]; !ok {
+		wire.WriteError(w, http.StatusForbidden, &wire.Error{Code: "denied", Rule: "agent.unknown", Message: fmt.Sprintf("unknown agent %q", agent)})
+		return
+	}
+	e := s.tapEntry(agent, in, call)
+	dup, err := s.record(agent, hooks.EventID(in), e)
+	switch {
+	case err != nil:
+		wire.WriteError(w, http.StatusServiceUnavailable, &wire.Error{Code: "unavailable", Message: err.Error()})
+	case dup:
+		writeJSON(w, http.StatusOK, TapAnswer{Duplicate: true})
+	default:
+		writeJSON(w, http.StatusOK, TapAnswer{ID: e.ID})
+	}
+}
+
+func (s *Server) tapEntry(agent string, in *hooks.Input, call *gateway.Call) *gateway.Entry {
+	e := &gateway.Entry{
+		TS:       time.Now().UTC(),
+		ID:       gateway.NewID(),
+		Phase:    gateway.PhaseResult,
+		Agent:    agent,
+		Type:     gateway.KindHook,
+		Tool:     call.Tool,
+		Via:      hooks.ViaHook,
+		Args:     s.bound(hooks.AuditArgs(call.Tool, call.Args)),
+		Decision: hooks.DecisionReported,
+		Session:  call.Session,
+		Detail:   make(map[string]any, len(call.Detail)),
+	}
+	if in.DurationMs != nil {
+		ms := *in.DurationMs
+		e.DurationMs = &ms
+	}
+	if in.HookEventName == hooks.EventPostToolUseFailure {
+		e.Error = s.boundString(call.Detail["error"].(string))
+	}
+	for k, v := range call.Detail {
+		if k == "error" {
+			continue // in Error
+		}
+		raw, err := json.Marshal(v)
+		if err != nil {
+			continue
+		}
+		e.Detail[k] = s.bound(raw)
+	}
+	return e
+}
+
+func (s *Server) bound(raw json.RawMessage) json.RawMessage {
+	if s.opts.BoundArgs == nil || len(raw) == 0 {
+		return raw
+	}
+	return s.opts.BoundArgs(raw)
+}
+
+func (s *Server) boundString(v string) string {
+	raw, _ := json.Marshal(v)
+	var out string
+	if json.Unmarshal(s.bound(raw), &out) != nil {
+		return ""
+	}
+	return out
+}
+
+// record appends e unless id was already recorded for agent. Concurrent
+// deliveries of one id wait for the first; only a successful append marks
+// the id, so a failed one can be retried.
+func (s *Server) record(agent, id string, e *gateway.Entry) (dup bool, err error) {
+	k := key(agent, id)
+	s.mu.Lock()
+	for {
+		if s.seen.has(k) {
+			s.mu.Unlock()
+			return true, nil
+		}
+		ch, busy := s.inflight[k]
+		if !busy {
+			break
+		}
+		s.mu.Unlock()
+		<-ch
+		s.mu.Lock()
+	}
+	ch := make(chan struct{})
+	s.inflight[k] = ch
+	s.mu.Unlock()
+
+	err = s.opts.Audit.Append(e)
+
+	s.mu.Lock()
+	delete(s.inflight, k)
+	if err == nil {
+		s.seen.add(k)
+	}
+	s.mu.Unlock()
+	close(ch)
+	return false, err
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Ingest is the admin handler for POST /v1/agents/{agent}/observations:
+// the body is a stream-json transcript (claude -p --output-format
+// stream-json --verbose); every observation becomes an entry of type
+// observed, once per observation id. The answer is IngestAnswer; a
+// malformed line is 400 with its line number, after the lines before it
+// were recorded (so a retry of the fixed file records only the rest).
+func (s *Server) Ingest() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		agent := r.PathValue("agent")
+		if _, ok := s.opts.Gateway.Snapshot().Agents[agent]; !ok {
+			wire.WriteError(w, http.StatusNotFound, &wire.Error{Code: "not_found", Message: fmt.Sprintf("unknown agent %q", agent)})
+			return
+		}
+		ans, err := s.IngestStream(agent, r.Body)
+		if err != nil {
+			status := http.StatusBadRequest
+			if errors.Is(err, errAudit) {
+				status = http.StatusServiceUnavailable
+			}
+			wire.WriteError(w, status, &wire.Error{Code: http.StatusText(status), Message: err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, ans)
+	})
+}
+
+// IngestAnswer counts what one ingestion did.
+type IngestAnswer struct {
+	Recorded   int `json:"recorded"`
+	Duplicates int `json:"duplicates"`
+}
+
+var errAudit = errors.New("audit log unavailable")
+
+// IngestStream records the observations of a transcript for agent.
+func (s *Server) IngestStream(agent string, r io.Reader) (IngestAnswer, error) {
+	var ans IngestAnswer
+	err := hooks.ReadStreamJSON(r, func(o hooks.Observation) error {
+		e := o.Entry(agent, time.Now().UTC())
+		e.Args = s.bound(e.Args)
+		e.Error = s.boundString(e.Error)
+		if c, ok := e.Detail["content"].(string); ok {
+			e.Detail["content"] = s.boundString(c)
+		}
+		dup, err := s.record(agent, e.ID, e)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: %v", errAudit, err)
+		case dup:
+			ans.Duplicates++
+		default:
+			ans.Recorded++
+		}
+		return nil
+	})
+	return ans, err
+}
+
+// recent is a set of the last n ids added.
+type recent struct {
+	set  map[string]struct{}
+	ring []string
+	next int
+}
+
+func newRecent(n int) *recent {
+	return &recent{set: make(map[string]struct{}, n), ring: make([]string, n)}
+}
+
+func (r *recent) has(k string) bool { _, ok := r.set[k]; return ok }
+
+func (r *recent) add(k string) {
+	if r.has(k) {
+		return
+	}
+	if old := r.ring[r.next]; old != "" {
+		delete(r.set, old)
+	}
+	r.ring[r.next] = k
+	r.set[k] = struct{}{}
+	r.next = (r.next + 1) % len(r.ring)
+}
