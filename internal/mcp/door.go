@@ -134,6 +134,7 @@ type identityDoor struct {
 
 	mu    sync.Mutex
 	snap  *gateway.Snapshot       // tools last synced from
+	gen   uint64                  // pinsGen when last synced
 	tools map[string]string       // name → definition digest, as registered
 	res   map[string]*skillRecord // uri → skill, as registered
 }
@@ -397,10 +398,11 @@ type Withholder interface{ Withheld() error }
 func (d *Door) syncTools(idd *identityDoor, snap *gateway.Snapshot, force bool) {
 	idd.mu.Lock()
 	defer idd.mu.Unlock()
-	if idd.snap == snap && !force {
+	gen := pinsGen.Load()
+	if idd.snap == snap && idd.gen == gen && !force {
 		return
 	}
-	idd.snap = snap
+	idd.snap, idd.gen = snap, gen
 	all := snap.Tools
 	if d.opts.Visible != nil {
 		all = visibleTools(snap, d.opts.Visible(idd.id.Agent))

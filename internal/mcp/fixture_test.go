@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -130,7 +131,7 @@ func buildSnapshot(t testing.TB, cfg *config.Config) *gateway.Snapshot {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap := &gateway.Snapshot{Agents: map[string]gateway.AgentInfo{}, Tools: tools, Decider: eng}
+	snap := &gateway.Snapshot{Agents: map[string]gateway.AgentInfo{}, Tools: tools, Decider: upstreamAllowlist{eng, cfg}}
 	for name := range cfg.Agents {
 		snap.Agents[name] = gateway.AgentInfo{Name: name, Workspace: "/workspace", HostDir: t.TempDir()}
 	}
@@ -138,6 +139,23 @@ func buildSnapshot(t testing.TB, cfg *config.Config) *gateway.Snapshot {
 		snap.Tools[ct.Name()] = ct
 	}
 	return snap
+}
+
+// upstreamAllowlist stands in for what policy does not do yet: an agent
+// whose allowlist names upstream server S may call S.TOOL. The call is
+// decided by the real engine as a call of S, so the rules still apply.
+type upstreamAllowlist struct {
+	eng *policy.Engine
+	cfg *config.Config
+}
+
+func (u upstreamAllowlist) Decide(call *gateway.Call) gateway.Decision {
+	if i := strings.LastIndexByte(call.Tool, '.'); i > 0 && u.cfg.Plugins[call.Tool[:i]].Kind == UpstreamKind {
+		c := *call
+		c.Tool = call.Tool[:i]
+		return u.eng.Decide(&c)
+	}
+	return u.eng.Decide(call)
 }
 
 func (f *fixture) token(t testing.TB, scope auth.Scope, agent string) string {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/auth"
@@ -46,6 +47,10 @@ type Pin struct {
 	SeenHash string    `json:"seenHash,omitempty"`
 	SeenAt   time.Time `json:"seenAt,omitzero"`
 }
+
+// pinsGen counts changes to any pin store this process has seen, so the
+// door re-checks withheld tools at once rather than at its next poll.
+var pinsGen atomic.Uint64
 
 // Pins is HOME/pins.json, shared by the daemon (which records changes it
 // sees) and `toolgate tools` (which approves them). Reads re-load the file
@@ -86,6 +91,7 @@ func (p *Pins) loadLocked() error {
 		return fmt.Errorf("%s: %w", p.path, err)
 	}
 	p.m, p.stat = m, fi
+	pinsGen.Add(1)
 	return nil
 }
 
