@@ -42,6 +42,8 @@ func newRootCmd() *cobra.Command {
 		newInitCmd(g), newServeCmd(g), newAgentsCmd(g), newExecCmd(g), newReadCmd(g),
 		newWriteCmd(g), newPatchCmd(g), newCallCmd(g), newAuditCmd(g), newPolicyCmd(g),
 		newConfigCmd(g), newSandboxCmd(g),
+		newTokenCmd(g),
+		newToolsCmd(g),
 	)
 	return root
 }

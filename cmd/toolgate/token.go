@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/auth"
+)
+
+func newTokenCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "token", Short: "Create, list and revoke scoped bearer tokens",
+		Long: `Tokens are stored hashed in HOME/tokens.json; the secret is printed once, at creation.
+Scopes: admin (the admin API), mcp (the MCP door as one agent), skills (only the skills
+resources of the MCP door; global skills, plus the agent's with --agent).
+A running daemon sees changes at its next request.`}
+	store := func() (*auth.Store, error) { return auth.OpenStore(filepath.Join(g.home, auth.StoreFile)) }
+
+	var agent, scope string
+	var ttl time.Duration
+	create := &cobra.Command{
+		Use:     "create --scope SCOPE [--agent NAME] [--ttl 24h]",
+		Short:   "Create a token and print its secret (shown only this once)",
+		Example: "  toolgate token create --agent demo --scope mcp\n  toolgate token create --scope skills --ttl 24h",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := store()
+			if err != nil {
+				return err
+			}
+			secret, tok, err := s.Create(auth.Scope(scope), agent, ttl)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "token %s (scope %s%s) created; the secret is not stored and will not be shown again:\n", tok.ID, tok.Scope, agentNote(tok.Agent))
+			fmt.Println(secret)
+			return nil
+		},
+	}
+	create.Flags().StringVar(&scope, "scope", "", "admin, mcp or skills (required)")
+	create.Flags().StringVar(&agent, "agent", "", "the agent an mcp token acts for (required for mcp; optional for skills)")
+	create.Flags().DurationVar(&ttl, "ttl", 0, "lifetime, e.g. 24h (default: until revoked)")
+	_ = create.MarkFlagRequired("scope")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List tokens (never their secrets)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := store()
+			if err != nil {
+				return err
+			}
+			toks, err := s.List()
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSCOPE\tAGENT\tCREATED\tEXPIRES\tLAST USED")
+			for _, t := range toks {
+				exp, used := "never", "never"
+				if t.Expires != nil {
+					exp = t.Expires.Local().Format(time.DateTime)
+					if t.Expired(now) {
+						exp += " (expired)"
+					}
+				}
+				if t.LastUsed != nil {
+					used = t.LastUsed.Local().Format(time.DateTime)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Scope, dash(t.Agent), t.Created.Local().Format(time.DateTime), exp, used)
+			}
+			return tw.Flush()
+		},
+	}
+
+	revoke := &cobra.Command{
+		Use:   "revoke ID...",
+		Short: "Revoke tokens; the daemon refuses them from its next request",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, ids []string) error {
+			s, err := store()
+			if err != nil {
+				return err
+			}
+			for _, id := range ids {
+				if err := s.Revoke(id); err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "token %s revoked\n", id)
+			}
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func agentNote(agent string) string {
+	if agent == "" {
+		return ""
+	}
+	return ", agent " + agent
+}
