@@ -42,6 +42,7 @@ func newRootCmd() *cobra.Command {
 		newInitCmd(g), newServeCmd(g), newAgentsCmd(g), newExecCmd(g), newReadCmd(g),
 		newWriteCmd(g), newPatchCmd(g), newCallCmd(g), newAuditCmd(g), newPolicyCmd(g),
 		newConfigCmd(g), newSandboxCmd(g),
+		newHooksCmd(g), newRunCmd(g), newIngestCmd(g),
 		newTokenCmd(g),
 		newToolsCmd(g),
 	)

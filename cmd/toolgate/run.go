@@ -1,0 +1,43 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/hooks"
+)
+
+func newRunCmd(g *globals) *cobra.Command {
+	var cwd, timeout string
+	cmd := &cobra.Command{
+		Use:   "run AGENT [flags] -- ARGV...",
+		Short: "Run a program (e.g. claude) in an agent's sandbox, output streamed",
+		Long: `Runs ARGV in the agent's sandbox through the gateway (an exec call, decided and
+recorded like any other). Refuses to start claude with --bare or --safe-mode:
+both skip the hooks that gate and record Claude Code's tools.`,
+		Example: `  toolgate run demo --timeout 30m -- claude -p "fix the tests" --settings /workspace/.claude/toolgate.json`,
+		Args:    cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			argv := args[1:]
+			if err := hooks.CheckLaunch(argv); err != nil {
+				return err
+			}
+			call := map[string]any{"argv": argv}
+			if cwd != "" {
+				call["cwd"] = cwd
+			}
+			if timeout != "" {
+				call["timeout"] = timeout
+			}
+			res, err := callTool(cmd, g, args[0], "exec", call, true)
+			if err != nil {
+				return err
+			}
+			if res.ExitCode != nil && *res.ExitCode != 0 {
+				return exitCode(*res.ExitCode)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (relative to the workspace)")
+	cmd.Flags().StringVar(&timeout, "timeout", "", "kill the process tree after this long (e.g. 30m)")
+	return cmd
+}
