@@ -64,6 +64,15 @@ agents:
       exec: true
     tools: []                   # plugin tools this agent may call (default: none)
     default: allow              # when no rule matches: allow (default) or deny
+    # Network access through the gateway (the sandbox has none of its own):
+    # each connection is allowlisted, resolved once, checked (no private or
+    # cloud metadata addresses) and audited with the exec call that made it.
+    # egress:
+    #   allow: ["pypi.org:443", "*.pythonhosted.org:443"]   # host:port, *.suffix:port
+    #   private: deny             # allow reaches non-global addresses; metadata never
+    #   maxConnections: 64        # concurrent connections
+    #   idleTimeout: 60s          # silence either way ends a connection
+    #   maxBytes: 1g              # per connection, both ways
     rules:
       - name: no-rm-rf
         deny: 'tool == "exec" && command.matches("rm\\s+-[a-zA-Z]*r[a-zA-Z]*f|rm\\s+-[a-zA-Z]*f[a-zA-Z]*r")'

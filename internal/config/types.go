@@ -25,8 +25,16 @@ type Gateway struct {
 	Listen string `yaml:"listen"`
 	// ClientBinary is the static toolgate-client mounted into sandboxes;
 	// default: next to the toolgate executable.
-	ClientBinary string `yaml:"clientBinary"`
-	Audit        Audit  `yaml:"audit"`
+	ClientBinary string        `yaml:"clientBinary"`
+	Audit        Audit         `yaml:"audit"`
+	Egress       GatewayEgress `yaml:"egress"`
+}
+
+// GatewayEgress configures the egress guard for every agent.
+type GatewayEgress struct {
+	// Resolver is the DNS server (ip:port) the guard asks; default: the
+	// host's resolver. For operators who pin DNS, and for tests.
+	Resolver string `yaml:"resolver"`
 }
 
 // Audit configures the audit log. Fields tagged config:"size" take a byte
@@ -48,6 +56,23 @@ type Agent struct {
 	Rules     []Rule   `yaml:"rules"`
 	// Default is the decision when no rule matches an enabled tool: allow (default) or deny.
 	Default string `yaml:"default"`
+	// Egress lets the sandbox reach the network through the gateway's guard;
+	// nil: the sandbox has no way out at all.
+	Egress *Egress `yaml:"egress"`
+}
+
+// Egress is an agent's outbound network policy. Fields tagged config:"size"
+// take a byte count or a size such as 1g.
+type Egress struct {
+	// Allow lists "host:port" and "*.suffix:port" (strict subdomains);
+	// empty allows nothing.
+	Allow []string `yaml:"allow"`
+	// Private is deny (default) or allow: non-global destinations such as
+	// RFC 1918 addresses. Cloud metadata addresses are refused either way.
+	Private        string        `yaml:"private"`
+	MaxConnections int           `yaml:"maxConnections"`         // concurrent tunnels; default 64
+	IdleTimeout    time.Duration `yaml:"idleTimeout"`            // no bytes either way ends a tunnel; default 60s
+	MaxBytes       int64         `yaml:"maxBytes" config:"size"` // per tunnel, both ways; default 1g
 }
 
 // Limits are the sandbox's resource limits. Fields tagged config:"size" take

@@ -75,6 +75,7 @@ func (d *decoder) finish(c *Config) {
 		d.errorf(d.at("defaults.workspace"), "defaults.workspace", "a workspace belongs to one agent; set it under agents.NAME")
 	}
 	d.agent("defaults", &c.Defaults, c.Plugins, c.Home)
+	d.egress("defaults.egress", c.Defaults.Egress)
 
 	workspaces := map[string]string{}
 	for _, name := range sortedKeys(c.Agents) {
@@ -88,14 +89,18 @@ func (d *decoder) finish(c *Config) {
 			c.Agents[name] = a
 		}
 		d.agent(path, a, c.Plugins, c.Home)
+		d.egress(path+".egress", a.Egress)
 		merge(a, &c.Defaults)
+		mergeEgress(a, &c.Defaults)
 		builtins(a, c.Home, name)
+		builtinEgress(a.Egress)
 		d.ruleIDs(path, a)
 		if other, dup := workspaces[a.Workspace]; dup {
 			d.errorf(d.at(path+".workspace"), path+".workspace", "%s is also the workspace of agent %s", a.Workspace, other)
 		}
 		workspaces[a.Workspace] = name
 	}
+	d.gatewayEgress(c)
 }
 
 func (d *decoder) gateway(c *Config) {
