@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -121,15 +122,16 @@ func NewGuard(p Policy, o Options) *Guard {
 
 // Attempt is what the audit entry of one connection needs.
 type Attempt struct {
-	Host     string
-	Port     uint16
-	Resolved []netip.Addr     // the answer, as validated
-	Dialled  []netip.AddrPort // every address tried, in order
-	Remote   netip.AddrPort   // the one connected to; zero when none
-	Decision gateway.Decision
-	Resolve  time.Duration
-	Dial     time.Duration
-	Err      string // why dialling failed after an allow
+	Host       string
+	Port       uint16
+	Resolved   []netip.Addr     // the answer, as validated
+	Dialled    []netip.AddrPort // every address tried, in order
+	Remote     netip.AddrPort   // the one connected to; zero when none
+	Decision   gateway.Decision
+	Resolve    time.Duration
+	Dial       time.Duration
+	ResolveErr string // why the lookup failed
+	Err        string // why dialling failed after an allow
 }
 
 // Detail renders the attempt for gateway.Call.Detail / Entry.Detail.
@@ -149,12 +151,17 @@ func (a *Attempt) Detail() map[string]any {
 		"host":      a.Host,
 		"port":      a.Port,
 		"resolved":  str(a.Resolved),
-		"dialled":   dialled,
 		"resolveMs": float64(a.Resolve.Microseconds()) / 1000,
-		"dialMs":    float64(a.Dial.Microseconds()) / 1000,
+	}
+	if len(a.Dialled) > 0 { // nothing dialled yet: a decision, not a connection
+		m["dialled"] = dialled
+		m["dialMs"] = float64(a.Dial.Microseconds()) / 1000
 	}
 	if a.Remote.IsValid() {
 		m["remote"] = a.Remote.String()
+	}
+	if a.ResolveErr != "" {
+		m["resolveError"] = a.ResolveErr
 	}
 	if a.Err != "" {
 		m["dialError"] = a.Err
@@ -179,42 +186,56 @@ func (g *Guard) Dial(ctx context.Context, t Target) (net.Conn, *Attempt, error) 
 	if !at.Decision.Allow {
 		return nil, at, &gateway.DeniedError{Decision: at.Decision}
 	}
-	allowed := at.Decision
+	if err := g.Resolve(ctx, t, at); err != nil {
+		return nil, at, err
+	}
+	conn, err := g.DialResolved(ctx, at)
+	return conn, at, err
+}
 
+// Resolve looks t up once and records the answer in at.Resolved; an IP
+// literal is its own answer. A failed lookup is a refusal (RuleResolve).
+// It is the first half of Dial, for callers that decide between the two.
+func (g *Guard) Resolve(ctx context.Context, t Target, at *Attempt) error {
 	if t.IsIP() {
 		at.Resolved = []netip.Addr{t.Addr}
-	} else {
-		start := time.Now()
-		rctx, cancel := context.WithTimeout(ctx, g.opts.ResolveTimeout)
-		addrs, err := g.opts.Resolver.LookupNetIP(rctx, "ip", t.Host)
-		cancel()
-		at.Resolve = time.Since(start)
-		if err != nil {
-			at.Decision = gateway.Decision{Rule: RuleResolve, Reason: fmt.Sprintf("resolving %s: %v", t.Host, err)}
-			return nil, at, &gateway.DeniedError{Decision: at.Decision}
-		}
-		// A records come back IPv4-mapped; dial and record them as IPv4.
-		for _, a := range addrs {
-			at.Resolved = append(at.Resolved, a.Unmap())
-		}
+		return nil
 	}
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, g.opts.ResolveTimeout)
+	addrs, err := g.opts.Resolver.LookupNetIP(rctx, "ip", t.Host)
+	cancel()
+	at.Resolve = time.Since(start)
+	if err != nil {
+		at.ResolveErr = err.Error()
+		at.Decision = gateway.Decision{Rule: RuleResolve, Reason: fmt.Sprintf("resolving %s: %v", t.Host, err)}
+		return &gateway.DeniedError{Decision: at.Decision}
+	}
+	// A records come back IPv4-mapped; dial and record them as IPv4.
+	for _, a := range addrs {
+		at.Resolved = append(at.Resolved, a.Unmap())
+	}
+	return nil
+}
+
+// DialResolved vets at.Resolved and dials only those addresses, in order,
+// never resolving again: the second half of Dial. at.Decision is the
+// allowlist's allow; a refused answer replaces it with the refusal.
+func (g *Guard) DialResolved(ctx context.Context, at *Attempt) (net.Conn, error) {
 	if d := g.policy.Vet(at.Resolved, g.classify); !d.Allow {
 		at.Decision = d
-		return nil, at, &gateway.DeniedError{Decision: d}
+		return nil, &gateway.DeniedError{Decision: d}
 	}
-	// The allowlist rule is what let the connection through; keep it.
-	at.Decision = allowed
-
 	start := time.Now()
 	defer func() { at.Dial = time.Since(start) }()
 	var errs []error
 	for _, a := range at.Resolved {
-		ap := netip.AddrPortFrom(a, t.Port)
+		ap := netip.AddrPortFrom(a, at.Port)
 		at.Dialled = append(at.Dialled, ap)
 		conn, err := g.dialPinned(ctx, ap)
 		if err == nil {
 			at.Remote = ap
-			return conn, at, nil
+			return conn, nil
 		}
 		errs = append(errs, err)
 		if ctx.Err() != nil {
@@ -223,7 +244,7 @@ func (g *Guard) Dial(ctx context.Context, t Target) (net.Conn, *Attempt, error) 
 	}
 	err := errors.Join(errs...)
 	at.Err = err.Error()
-	return nil, at, fmt.Errorf("egress: dialling %s: %w", t, err)
+	return nil, fmt.Errorf("egress: dialling %s: %w", net.JoinHostPort(at.Host, strconv.Itoa(int(at.Port))), err)
 }
 
 func (g *Guard) dialPinned(ctx context.Context, ap netip.AddrPort) (net.Conn, error) {

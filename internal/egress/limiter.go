@@ -23,11 +23,15 @@ func NewLimiter(max int) *Limiter {
 
 // Acquire takes a slot for agent or refuses when all are in use. Every
 // successful Acquire must be paired with one Release.
-func (l *Limiter) Acquire(agent string) error {
+func (l *Limiter) Acquire(agent string) error { return l.AcquireMax(agent, l.max) }
+
+// AcquireMax is Acquire with the agent's own limit (agents' limits differ,
+// and the counts outlive a configuration reload that changes them).
+func (l *Limiter) AcquireMax(agent string, max int) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.open[agent] >= l.max {
-		return fmt.Errorf("%w: agent %q already has %d open (limit %d)", ErrTooManyConnections, agent, l.open[agent], l.max)
+	if l.open[agent] >= max {
+		return fmt.Errorf("%w: agent %q already has %d open (limit %d)", ErrTooManyConnections, agent, l.open[agent], max)
 	}
 	l.open[agent]++
 	return nil
