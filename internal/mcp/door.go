@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -296,30 +297,77 @@ func ResourcesOnly(r *http.Request) bool {
 	if err != nil {
 		return false
 	}
-	type message struct {
-		Method *string `json:"method"`
-	}
-	var msgs []message
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) > 0 && trimmed[0] == '[' {
-		err = json.Unmarshal(trimmed, &msgs)
-	} else {
-		var m message
-		err = json.Unmarshal(trimmed, &m)
-		msgs = append(msgs, m)
-	}
-	if err != nil || len(msgs) == 0 {
+	ms, ok := methods(body)
+	if !ok {
 		return false
 	}
-	for _, m := range msgs {
-		if m.Method == nil {
-			continue // a response to a server request
-		}
-		if !resourceMethods[*m.Method] && !isNotification(*m.Method) {
+	for _, m := range ms {
+		if !resourceMethods[m] && !isNotification(m) {
 			return false
 		}
 	}
 	return true
+}
+
+// methods returns the method of every message in a JSON-RPC body (a
+// message without one, a response, yields none). It refuses anything a
+// different JSON decoder could read differently: a "method" key in another
+// case, a duplicate key, trailing data.
+func methods(body []byte) ([]string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, false
+	}
+	var out []string
+	one := func() bool {
+		keys := map[string]bool{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return false
+			}
+			key, _ := k.(string)
+			if keys[key] || (strings.EqualFold(key, "method") && key != "method") {
+				return false
+			}
+			keys[key] = true
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				return false
+			}
+			if key == "method" {
+				var m string
+				if json.Unmarshal(v, &m) != nil {
+					return false
+				}
+				out = append(out, m)
+			}
+		}
+		end, err := dec.Token()
+		return err == nil && end == json.Delim('}')
+	}
+	switch tok {
+	case json.Delim('{'):
+		if !one() {
+			return nil, false
+		}
+	case json.Delim('['):
+		for dec.More() {
+			if t, err := dec.Token(); err != nil || t != json.Delim('{') || !one() {
+				return nil, false
+			}
+		}
+		if end, err := dec.Token(); err != nil || end != json.Delim(']') {
+			return nil, false
+		}
+	default:
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false
+	}
+	return out, true
 }
 
 func isNotification(method string) bool {

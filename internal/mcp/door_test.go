@@ -200,6 +200,7 @@ func TestTokenMatrix(t *testing.T) {
 		{"skills token tool call", skills, call, 401},
 		{"skills token batch hiding a tool call", skills, "[" + listRes + "," + call + "]", 401},
 		{"skills token, body not JSON", skills, "{", 401},
+		{"skills token, method key in two cases", skills, `{"jsonrpc":"2.0","id":4,"method":"tools/call","METHOD":"resources/list","params":{"name":"exec","arguments":{"argv":["true"]}}}`, 401},
 	}
 	skillsSession := rawSession(t, f, skills)
 	for _, c := range cases {
