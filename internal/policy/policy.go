@@ -12,6 +12,7 @@ import (
 	"github.com/google/cel-go/ext"
 
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
@@ -29,6 +30,7 @@ type agentPolicy struct {
 	denies []*rule         // file order
 	allows []*rule         // file order
 	dflt   gateway.Decision
+	egress *egress.Policy // nil: the agent has no egress
 }
 
 type rule struct {
@@ -80,6 +82,10 @@ func New(cfg *config.Config) (*Engine, error) {
 		}
 		for _, t := range a.Tools {
 			ap.tools[t] = true
+		}
+		if a.Egress != nil {
+			p := a.Egress.Policy()
+			ap.egress = &p
 		}
 		for _, t := range config.CoreTools {
 			ap.core[t] = a.CoreEnabled(t)
@@ -211,6 +217,7 @@ func (e *Engine) decide(call *gateway.Call, x *Explanation) gateway.Decision {
 	if !ok {
 		return gateway.Decision{Rule: "agent.unknown", Reason: fmt.Sprintf("unknown agent %q", call.Agent)}
 	}
+	dflt := ap.dflt
 	kind := call.Kind
 	if kind == "" {
 		kind = gateway.KindTool
@@ -229,7 +236,16 @@ func (e *Engine) decide(call *gateway.Call, x *Explanation) gateway.Decision {
 			return gateway.Decision{Rule: "tools.allowlist",
 				Reason: fmt.Sprintf("tool %q is not in agent %s's tools", call.Tool, ap.name)}
 		}
-	case gateway.KindHook, gateway.KindEgress:
+	case gateway.KindEgress:
+		// The allowlist and the pinned answer first; rules may still deny,
+		// and an allowlisted destination needs no allow rule.
+		if ap.egress == nil {
+			return gateway.Decision{Rule: egress.RuleAllowlist, Reason: fmt.Sprintf("agent %s has no egress configured", ap.name)}
+		}
+		if dflt = ap.egress.Decide(call); !dflt.Allow {
+			return dflt
+		}
+	case gateway.KindHook:
 		// Decided by the rules alone.
 	default:
 		return gateway.Decision{Rule: "kind.unknown", Reason: fmt.Sprintf("calls of kind %q are not decided by policy", kind)}
@@ -238,7 +254,7 @@ func (e *Engine) decide(call *gateway.Call, x *Explanation) gateway.Decision {
 	act := getActivation(call, kind)
 	defer putActivation(act)
 	if x != nil {
-		return ap.explain(act, x)
+		return ap.explain(act, x, dflt)
 	}
 	for _, r := range ap.denies {
 		if match, err := r.eval(act); match || err != nil {
@@ -250,11 +266,11 @@ func (e *Engine) decide(call *gateway.Call, x *Explanation) gateway.Decision {
 			return gateway.Decision{Allow: true, Rule: r.name, Reason: r.reason}
 		}
 	}
-	return ap.dflt
+	return dflt
 }
 
 // explain evaluates all rules and reaches the same decision as the fast path.
-func (ap *agentPolicy) explain(act *activation, x *Explanation) gateway.Decision {
+func (ap *agentPolicy) explain(act *activation, x *Explanation, dflt gateway.Decision) gateway.Decision {
 	var deny, allow *gateway.Decision
 	for _, r := range ap.rules {
 		match, err := r.eval(act)
@@ -280,7 +296,7 @@ func (ap *agentPolicy) explain(act *activation, x *Explanation) gateway.Decision
 	case allow != nil:
 		return *allow
 	}
-	return ap.dflt
+	return dflt
 }
 
 // denial is the decision of a matching deny rule. A deny rule that cannot

@@ -26,6 +26,7 @@ agents:
       - {name: no-rm-any, deny: 'command.startsWith("rm")', reason: no rm at all}
       - {deny: 'tool == "git" && args.argv[0] == "push" && "--force" in args.argv', reason: no force push}
       - {deny: 'kind == "egress" && host.endsWith(".evil.example") && port == 443', reason: evil}
+    egress: {allow: ["*.evil.example:443", "*.evil.example:80"]}
   strict:
     default: deny
     rules:
@@ -70,8 +71,8 @@ func TestDecide(t *testing.T) {
 		{"allowlist per agent", gateway.Call{Agent: "strict", Kind: gateway.KindTool, Tool: "git"}, false, "tools.allowlist", ""},
 		{"unknown agent", gateway.Call{Agent: "nobody", Kind: gateway.KindCore, Tool: "exec"}, false, "agent.unknown", `"nobody"`},
 		{"unknown kind", gateway.Call{Agent: "demo", Kind: gateway.KindObserved, Tool: "exec"}, false, "kind.unknown", ""},
-		{"egress by rules", gateway.Call{Agent: "demo", Kind: gateway.KindEgress, Tool: "connect", Host: "a.evil.example", Port: 443}, false, "rules[4]", "evil"},
-		{"egress other port", gateway.Call{Agent: "demo", Kind: gateway.KindEgress, Tool: "connect", Host: "a.evil.example", Port: 80}, true, "default", ""},
+		{"egress by rules", gateway.Call{Agent: "demo", Kind: gateway.KindEgress, Tool: "connect", Host: "a.evil.example", Port: 443, Detail: resolvedPublic}, false, "rules[4]", "evil"},
+		{"egress other port", gateway.Call{Agent: "demo", Kind: gateway.KindEgress, Tool: "connect", Host: "a.evil.example", Port: 80, Detail: resolvedPublic}, true, "egress.allow[1]", "allowed by *.evil.example:80"},
 		{"hook by rules", gateway.Call{Agent: "demo", Kind: gateway.KindHook, Tool: "Bash", Command: "rm -rf ~"}, false, "no-rm", ""},
 		{"allow rule matches", gateway.Call{Agent: "strict", Kind: gateway.KindCore, Tool: "read", Args: []byte(`{"mode":"safe","level":5,"flag":false}`)}, true, "rules[1]", "high level"},
 		{"deny errors fail closed", gateway.Call{Agent: "strict", Kind: gateway.KindCore, Tool: "read", Args: []byte(`{"level":5}`)}, false, "needs-mode", "errored"},
@@ -99,7 +100,7 @@ func TestExplain(t *testing.T) {
 	for _, r := range x.Rules {
 		got = append(got, fmt.Sprintf("%s %s %s %d", r.Name, r.Effect, r.Result, r.Line))
 	}
-	want := []string{"no-shadow deny false 6", "needs-mode deny true 20", "rules[1] allow error 21", "dyn deny false 22"}
+	want := []string{"no-shadow deny false 6", "needs-mode deny true 21", "rules[1] allow error 22", "dyn deny false 23"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("rules %v, want %v", got, want)
 	}
@@ -107,7 +108,7 @@ func TestExplain(t *testing.T) {
 		t.Errorf("explanation %+v", x)
 	}
 	s := x.String()
-	for _, part := range []string{"decision: deny by needs-mode: unsafe mode", "rules[1]    allow  error  line 21 ", "error: no such key: level"} {
+	for _, part := range []string{"decision: deny by needs-mode: unsafe mode", "rules[1]    allow  error  line 22 ", "error: no such key: level"} {
 		if !strings.Contains(s, part) {
 			t.Errorf("String() lacks %q:\n%s", part, s)
 		}
