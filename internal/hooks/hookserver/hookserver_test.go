@@ -54,12 +54,13 @@ type env struct {
 	opts     Options
 	sock     string
 	agent    string
+	uid, gid int
 }
 
 // newEnv runs a gateway with the policy above, a real audit writer, the
 // hook tool and the hook routes on one agent socket at sockPath (a temp
-// path when empty).
-func newEnv(t testing.TB, agent, sockPath, workspace string) *env {
+// path when empty), owned by owner (uid, gid; the current user when empty).
+func newEnv(t testing.TB, agent, sockPath, workspace string, owner ...int) *env {
 	t.Helper()
 	dir := t.TempDir()
 	cfg, err := config.Parse(dir, "config.yaml", []byte(strings.ReplaceAll(policyYAML, "%s", agent)))
@@ -93,6 +94,10 @@ func newEnv(t testing.TB, agent, sockPath, workspace string) *env {
 	e.agents = agentsock.New(e.gw, agentsock.Options{Logger: quiet})
 	e.hs.Mount(e.agents)
 	uid, gid := os.Getuid(), os.Getgid()
+	if len(owner) == 2 {
+		uid, gid = owner[0], owner[1]
+	}
+	e.uid, e.gid = uid, gid
 	if err := e.agents.Serve(agent, e.sock, uid, gid); err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +291,7 @@ func TestTapIdempotent(t *testing.T) {
 	srv2 := agentsock.New(e.gw, agentsock.Options{Logger: quiet})
 	hs2.Mount(srv2)
 	e.agents.Close()
-	if err := srv2.Serve(e.agent, e.sock, os.Getuid(), os.Getgid()); err != nil {
+	if err := srv2.Serve(e.agent, e.sock, e.uid, e.gid); err != nil {
 		t.Fatal(err)
 	}
 	defer srv2.Close()
