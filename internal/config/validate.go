@@ -181,7 +181,12 @@ func (d *decoder) agent(path string, a *Agent, plugins map[string]Plugin, home s
 	seen := map[string]bool{}
 	for i, t := range a.Tools {
 		tp := fmt.Sprintf("%s.tools[%d]", path, i)
-		switch _, ok := plugins[t]; {
+		server, _, _ := strings.Cut(t, ".") // SERVER.TOOL names one tool of an upstream MCP server
+		_, ok := plugins[t]
+		if !ok {
+			_, ok = plugins[server]
+		}
+		switch {
 		case seen[t]:
 			d.errorf(d.at(tp), tp, "%q is listed twice", t)
 		case slices.Contains(CoreTools, t):

@@ -232,7 +232,10 @@ func (e *Engine) decide(call *gateway.Call, x *Explanation) gateway.Decision {
 				Reason: fmt.Sprintf("core tool %q is switched off for agent %s", call.Tool, ap.name)}
 		}
 	case gateway.KindTool:
-		if !ap.tools[call.Tool] {
+		// An upstream MCP server's tools are named SERVER.TOOL: listing the
+		// server allows all of them, listing SERVER.TOOL allows one.
+		server, _, _ := strings.Cut(call.Tool, ".")
+		if !ap.tools[call.Tool] && !ap.tools[server] {
 			return gateway.Decision{Rule: "tools.allowlist",
 				Reason: fmt.Sprintf("tool %q is not in agent %s's tools", call.Tool, ap.name)}
 		}
