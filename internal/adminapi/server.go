@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -64,27 +65,19 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// admin wraps a route with admin-token authentication; a refused request is
-// recorded as a denied attempt with no agent.
+// admin wraps a route with admin-token authentication.
 func (s *Server) admin(next http.HandlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		reason := "missing bearer token"
-		if secret, ok := auth.BearerToken(r.Header.Get("Authorization")); ok {
-			if _, err := s.Tokens.Authenticate(secret, auth.ScopeAdmin); err == nil {
-				next(w, r)
-				return
-			}
-			reason = "invalid, expired or revoked token, or not of scope admin"
-		}
-		call := &gateway.Call{Kind: gateway.KindAdmin, Tool: r.Method + " " + r.URL.Path, Via: "admin",
-			Detail: map[string]any{"remote": r.RemoteAddr}}
-		if err := s.Gateway.Refuse(call, gateway.Decision{Rule: "auth.token", Reason: reason}); err != nil {
-			wire.WriteError(w, http.StatusServiceUnavailable, &wire.Error{Code: "unavailable", Message: err.Error()})
-			return
-		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate"`)
-		wire.WriteError(w, http.StatusUnauthorized, &wire.Error{Code: "unauthorized", Message: reason, ID: call.ID})
-	})
+	return auth.Require(s.Tokens, auth.ScopeAdmin, auth.RequireOptions{OnRefuse: s.RecordRefusal})(next)
+}
+
+// RecordRefusal audits a request refused for its token as a denied attempt
+// with no agent. Other routes on the host listener (MCP) use it too.
+func (s *Server) RecordRefusal(r *http.Request, reason string) {
+	call := &gateway.Call{Kind: gateway.KindAdmin, Tool: r.Method + " " + r.URL.Path, Via: "admin",
+		Detail: map[string]any{"remote": r.RemoteAddr}}
+	if err := s.Gateway.Refuse(call, gateway.Decision{Rule: "auth.token", Reason: reason}); err != nil {
+		slog.Error("auditing a refused request failed", "route", call.Tool, "err", err)
+	}
 }
 
 func (s *Server) call(w http.ResponseWriter, r *http.Request) {

@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
 )
@@ -46,6 +47,7 @@ type Daemon struct {
 	gw      *gateway.Gateway
 	client  string
 	bounder *audit.Bounder
+	door    *mcp.Door
 	mu      sync.Mutex // guards built across reloads
 	built   *Built
 	servers []*http.Server
@@ -119,7 +121,11 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	api := &adminapi.Server{Gateway: d.gw, Tokens: tokens, Status: d.status, Explain: d.explain}
-	if err := d.listen(api.Handler(), cfg); err != nil {
+	d.door = mcp.New(d.gw, mcp.Options{Home: opts.Home, Logger: log, Visible: mcp.VisibleFromConfig(d.config)})
+	host := http.NewServeMux()
+	host.Handle("/mcp", auth.Require(tokens, auth.ScopeMCP, mcp.RouteOptions(api.RecordRefusal))(d.door.Handler(mcp.TokenIdentity)))
+	host.Handle("/", api.Handler())
+	if err := d.listen(host, cfg); err != nil {
 		d.close()
 		return nil, err
 	}
@@ -173,6 +179,13 @@ func (d *Daemon) Reload(ctx context.Context) error {
 	d.gw.Swap(built.Snapshot)
 	d.log.Info("configuration reloaded", "agents", len(cfg.Agents))
 	return d.ensureSandboxes(ctx, built)
+}
+
+// config is the configuration in force.
+func (d *Daemon) config() *config.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.built.Config
 }
 
 func (d *Daemon) explain(call *gateway.Call) any {
@@ -270,5 +283,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 }
 
 func (d *Daemon) close() error {
-	return errors.Join(d.audit.Close(), d.docker.Close())
+	var doorErr error
+	if d.door != nil {
+		doorErr = d.door.Close()
+	}
+	return errors.Join(doorErr, d.audit.Close(), d.docker.Close())
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/coretools"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/plugin"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/sandbox"
@@ -46,6 +47,7 @@ func Build(cfg *config.Config) (*Built, error) {
 	for _, t := range coretools.New(limits) {
 		b.Snapshot.Tools[t.Name()] = t
 	}
+	mcp.SetPinsFile(filepath.Join(cfg.Home, mcp.PinsFile)) // upstream tools are built from their approved pins
 	if b.Secrets, err = secrets.Load(cfg.Home, cfg.Secrets); err != nil {
 		return nil, err
 	}
