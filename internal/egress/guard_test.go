@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/egress/dnstest"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
@@ -81,9 +82,9 @@ func denial(t *testing.T, err error) gateway.Decision {
 
 func TestGuardDialsAllowedHost(t *testing.T) {
 	port, accepted := listen(t, outsideA)
-	dns := newDNSServer(t, func(string, uint16, int) []netip.Addr { return []netip.Addr{outsideA} })
+	dns := dnstest.New(t, func(string, uint16, int) []netip.Addr { return []netip.Addr{outsideA} })
 	p := strconv.Itoa(int(port))
-	g := NewGuard(Policy{Allow: mustRules(t, "pypi.test:"+p)}, Options{Resolver: dns.resolver(), Classify: testOutside})
+	g := NewGuard(Policy{Allow: mustRules(t, "pypi.test:"+p)}, Options{Resolver: dns.Resolver(), Classify: testOutside})
 
 	conn, at, err := g.Dial(context.Background(), mustTarget(t, "PyPI.test.:"+p))
 	if err != nil {
@@ -110,8 +111,8 @@ func TestGuardDialsAllowedHost(t *testing.T) {
 }
 
 func TestGuardRefusesUnlistedWithoutResolving(t *testing.T) {
-	dns := newDNSServer(t, func(string, uint16, int) []netip.Addr { return []netip.Addr{outsideA} })
-	g := NewGuard(Policy{Allow: mustRules(t, "pypi.test:443", "*.pythonhosted.org:443")}, Options{Resolver: dns.resolver(), Classify: testOutside})
+	dns := dnstest.New(t, func(string, uint16, int) []netip.Addr { return []netip.Addr{outsideA} })
+	g := NewGuard(Policy{Allow: mustRules(t, "pypi.test:443", "*.pythonhosted.org:443")}, Options{Resolver: dns.Resolver(), Classify: testOutside})
 	for _, s := range []string{"evil.test:443", "pypi.test:22", "pythonhosted.org:443", "[::1]:443", "127.0.0.2:443"} {
 		_, at, err := g.Dial(context.Background(), mustTarget(t, s))
 		if d := denial(t, err); d.Rule != RuleAllowlist || at.Decision != d || !strings.Contains(d.Reason, "allowlist") {
@@ -119,11 +120,11 @@ func TestGuardRefusesUnlistedWithoutResolving(t *testing.T) {
 		}
 	}
 	// An empty allowlist allows nothing.
-	_, _, err := NewGuard(Policy{}, Options{Resolver: dns.resolver()}).Dial(context.Background(), mustTarget(t, "pypi.test:443"))
+	_, _, err := NewGuard(Policy{}, Options{Resolver: dns.Resolver()}).Dial(context.Background(), mustTarget(t, "pypi.test:443"))
 	if denial(t, err).Rule != RuleAllowlist {
 		t.Error("empty allowlist allowed a connection")
 	}
-	if n := dns.count("evil.test", typeA) + dns.count("pypi.test", typeA); n != 0 {
+	if n := dns.Count("evil.test", dnstest.TypeA) + dns.Count("pypi.test", dnstest.TypeA); n != 0 {
 		t.Errorf("%d DNS queries for refused targets", n)
 	}
 }
@@ -132,14 +133,14 @@ func TestGuardRefusesUnlistedWithoutResolving(t *testing.T) {
 // address on every later query. The guard must ask once and dial the first.
 func TestGuardPinsAgainstRebinding(t *testing.T) {
 	port, accepted := listen(t, outsideA)
-	dns := newDNSServer(t, func(_ string, qtype uint16, n int) []netip.Addr {
+	dns := dnstest.New(t, func(_ string, qtype uint16, n int) []netip.Addr {
 		if n == 0 {
 			return []netip.Addr{outsideA}
 		}
 		return []netip.Addr{metaAddr}
 	})
 	p := strconv.Itoa(int(port))
-	g := NewGuard(Policy{Allow: mustRules(t, "rebind.test:"+p), AllowPrivate: true}, Options{Resolver: dns.resolver(), Classify: testOutside})
+	g := NewGuard(Policy{Allow: mustRules(t, "rebind.test:"+p), AllowPrivate: true}, Options{Resolver: dns.Resolver(), Classify: testOutside})
 
 	conn, at, err := g.Dial(context.Background(), mustTarget(t, "rebind.test:"+p))
 	if err != nil {
@@ -149,7 +150,7 @@ func TestGuardPinsAgainstRebinding(t *testing.T) {
 	if got := <-accepted; got.Addr() != outsideA {
 		t.Errorf("connected to %v, want %v", got, outsideA)
 	}
-	if n := dns.count("rebind.test", typeA); n != 1 {
+	if n := dns.Count("rebind.test", dnstest.TypeA); n != 1 {
 		t.Errorf("guard asked %d times for A, want once", n)
 	}
 	if at.Remote.Addr() != outsideA || len(at.Dialled) != 1 {
@@ -160,7 +161,7 @@ func TestGuardPinsAgainstRebinding(t *testing.T) {
 	if d := denial(t, err); d.Rule != RuleMetadata || len(at.Dialled) != 0 {
 		t.Errorf("second dial: %+v, attempt %+v", d, at)
 	}
-	if n := dns.count("rebind.test", typeA); n != 2 {
+	if n := dns.Count("rebind.test", dnstest.TypeA); n != 2 {
 		t.Errorf("A queries = %d, want 2", n)
 	}
 }
@@ -189,8 +190,8 @@ func TestGuardVetsAnswers(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			dns := newDNSServer(t, func(string, uint16, int) []netip.Addr { return c.answer })
-			g := NewGuard(Policy{Allow: mustRules(t, "x.test:443"), AllowPrivate: c.private}, Options{Resolver: dns.resolver(), Classify: testOutside})
+			dns := dnstest.New(t, func(string, uint16, int) []netip.Addr { return c.answer })
+			g := NewGuard(Policy{Allow: mustRules(t, "x.test:443"), AllowPrivate: c.private}, Options{Resolver: dns.Resolver(), Classify: testOutside})
 			conn, at, err := g.Dial(context.Background(), mustTarget(t, "x.test:443"))
 			if conn != nil {
 				conn.Close()
@@ -219,9 +220,9 @@ func TestGuardRefusesEmptyAnswerWithoutError(t *testing.T) {
 
 func TestGuardSlowDNS(t *testing.T) {
 	release := make(chan struct{})
-	dns := newDNSServer(t, func(string, uint16, int) []netip.Addr { <-release; return []netip.Addr{outsideA} })
+	dns := dnstest.New(t, func(string, uint16, int) []netip.Addr { <-release; return []netip.Addr{outsideA} })
 	t.Cleanup(func() { close(release) })
-	g := NewGuard(Policy{Allow: mustRules(t, "slow.test:443")}, Options{Resolver: dns.resolver(), ResolveTimeout: 50 * time.Millisecond, Classify: testOutside})
+	g := NewGuard(Policy{Allow: mustRules(t, "slow.test:443")}, Options{Resolver: dns.Resolver(), ResolveTimeout: 50 * time.Millisecond, Classify: testOutside})
 	_, at, err := g.Dial(context.Background(), mustTarget(t, "slow.test:443"))
 	if d := denial(t, err); d.Rule != RuleResolve || len(at.Dialled) != 0 {
 		t.Errorf("decision %+v, attempt %+v", d, at)
@@ -235,13 +236,13 @@ func TestGuardPrivateAllowedButNeverMetadata(t *testing.T) {
 	priv := netip.MustParseAddr("127.0.0.5")
 	port, accepted := listen(t, priv)
 	p := strconv.Itoa(int(port))
-	dns := newDNSServer(t, func(name string, _ uint16, _ int) []netip.Addr {
+	dns := dnstest.New(t, func(name string, _ uint16, _ int) []netip.Addr {
 		if name == "meta.test" {
 			return []netip.Addr{metaAddr}
 		}
 		return []netip.Addr{priv}
 	})
-	conn, _, err := NewGuard(Policy{Allow: mustRules(t, "db.test:"+p), AllowPrivate: true}, Options{Resolver: dns.resolver()}).
+	conn, _, err := NewGuard(Policy{Allow: mustRules(t, "db.test:"+p), AllowPrivate: true}, Options{Resolver: dns.Resolver()}).
 		Dial(context.Background(), mustTarget(t, "db.test:"+p))
 	if err != nil {
 		t.Fatal(err)
@@ -250,14 +251,14 @@ func TestGuardPrivateAllowedButNeverMetadata(t *testing.T) {
 	if got := <-accepted; got.Addr() != priv {
 		t.Errorf("connected to %v", got)
 	}
-	_, _, err = NewGuard(Policy{Allow: mustRules(t, "db.test:"+p)}, Options{Resolver: dns.resolver()}).
+	_, _, err = NewGuard(Policy{Allow: mustRules(t, "db.test:"+p)}, Options{Resolver: dns.Resolver()}).
 		Dial(context.Background(), mustTarget(t, "db.test:"+p))
 	if denial(t, err).Rule != RulePrivate {
 		t.Error("private address allowed by default")
 	}
 
 	everythingGlobal := func(netip.Addr) Class { return Global }
-	g := NewGuard(Policy{Allow: mustRules(t, "meta.test:80"), AllowPrivate: true}, Options{Resolver: dns.resolver(), Classify: everythingGlobal})
+	g := NewGuard(Policy{Allow: mustRules(t, "meta.test:80"), AllowPrivate: true}, Options{Resolver: dns.Resolver(), Classify: everythingGlobal})
 	_, _, err = g.Dial(context.Background(), mustTarget(t, "meta.test:80"))
 	if denial(t, err).Rule != RuleMetadata {
 		t.Error("classifier override unblocked a metadata address")
@@ -266,11 +267,11 @@ func TestGuardPrivateAllowedButNeverMetadata(t *testing.T) {
 
 // An operator NAT64 prefix the guard is told about carries metadata too.
 func TestGuardOperatorNAT64(t *testing.T) {
-	dns := newDNSServer(t, func(string, uint16, int) []netip.Addr {
+	dns := dnstest.New(t, func(string, uint16, int) []netip.Addr {
 		return []netip.Addr{netip.MustParseAddr("2a01:0:a9fe:a9fe::")}
 	})
 	g := NewGuard(Policy{Allow: mustRules(t, "nat64.test:80"), AllowPrivate: true},
-		Options{Resolver: dns.resolver(), NAT64: []netip.Prefix{netip.MustParsePrefix("2a01::/32")}})
+		Options{Resolver: dns.Resolver(), NAT64: []netip.Prefix{netip.MustParsePrefix("2a01::/32")}})
 	_, at, err := g.Dial(context.Background(), mustTarget(t, "nat64.test:80"))
 	if d := denial(t, err); d.Rule != RuleMetadata || len(at.Dialled) != 0 {
 		t.Errorf("decision %+v", d)
@@ -280,21 +281,21 @@ func TestGuardOperatorNAT64(t *testing.T) {
 // IP literals in every encoding of the metadata address: refused without a
 // DNS query even with an exact allow rule and private allowed.
 func TestGuardMetadataLiterals(t *testing.T) {
-	dns := newDNSServer(t, func(string, uint16, int) []netip.Addr { return nil })
+	dns := dnstest.New(t, func(string, uint16, int) []netip.Addr { return nil })
 	for _, s := range []string{
 		"169.254.169.254:80", "2852039166:80", "0251.0376.0251.0376:80", "0xa9fea9fe:80", "169.254.43518:80",
 		"[::ffff:169.254.169.254]:80", "[64:ff9b::a9fe:a9fe]:80", "[2002:a9fe:a9fe::]:80", "[::a9fe:a9fe]:80",
 		"[fd00:ec2::254]:80", "100.100.100.200:80", "168.63.129.16:80",
 	} {
 		tg := mustTarget(t, s)
-		g := NewGuard(Policy{Allow: []Rule{{Host: tg.Host, Port: tg.Port}}, AllowPrivate: true}, Options{Resolver: dns.resolver(), Classify: testOutside})
+		g := NewGuard(Policy{Allow: []Rule{{Host: tg.Host, Port: tg.Port}}, AllowPrivate: true}, Options{Resolver: dns.Resolver(), Classify: testOutside})
 		_, at, err := g.Dial(context.Background(), tg)
 		if d := denial(t, err); d.Rule != RuleMetadata || len(at.Dialled) != 0 {
 			t.Errorf("%s: decision %+v", s, d)
 		}
 	}
-	if len(dns.queries) != 0 {
-		t.Errorf("IP literals were resolved: %v", dns.queries)
+	if n := dns.Queries(); n != 0 {
+		t.Errorf("IP literals were resolved: %d queries", n)
 	}
 }
 
@@ -302,9 +303,9 @@ func TestGuardMetadataLiterals(t *testing.T) {
 // next, and only answer addresses are ever dialled.
 func TestGuardDialsInOrder(t *testing.T) {
 	port, accepted := listen(t, outsideB)
-	dns := newDNSServer(t, func(string, uint16, int) []netip.Addr { return []netip.Addr{outsideA, outsideB} })
+	dns := dnstest.New(t, func(string, uint16, int) []netip.Addr { return []netip.Addr{outsideA, outsideB} })
 	p := strconv.Itoa(int(port))
-	g := NewGuard(Policy{Allow: mustRules(t, "two.test:"+p)}, Options{Resolver: dns.resolver(), Classify: testOutside})
+	g := NewGuard(Policy{Allow: mustRules(t, "two.test:"+p)}, Options{Resolver: dns.Resolver(), Classify: testOutside})
 	conn, at, err := g.Dial(context.Background(), mustTarget(t, "two.test:"+p))
 	if err != nil {
 		t.Fatal(err)
