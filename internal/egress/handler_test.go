@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,11 +32,19 @@ func (c *tunnel) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 func connect(t testing.TB, sock, target, parent string) *tunnel {
 	t.Helper()
-	c, err := net.Dial("unix", sock)
+	tn, err := dial(sock, target, parent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { tn.Close() })
+	return tn
+}
+
+func dial(sock, target, parent string) (*tunnel, error) {
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		return nil, err
+	}
 	req := "CONNECT /v1/egress HTTP/1.1\r\nHost: toolgate\r\n"
 	if target != "" {
 		req += egress.HeaderTarget + ": " + target + "\r\n"
@@ -43,23 +52,27 @@ func connect(t testing.TB, sock, target, parent string) *tunnel {
 	if parent != "" {
 		req += egress.HeaderParent + ": " + parent + "\r\n"
 	}
-	if _, err := io.WriteString(c, req+"\r\n"); err != nil {
-		t.Fatal(err)
-	}
 	tn := &tunnel{Conn: c, r: bufio.NewReader(c)}
-	resp, err := http.ReadResponse(tn.r, &http.Request{Method: http.MethodConnect})
+	resp, err := func() (*http.Response, error) {
+		if _, err := io.WriteString(c, req+"\r\n"); err != nil {
+			return nil, err
+		}
+		return http.ReadResponse(tn.r, &http.Request{Method: http.MethodConnect})
+	}()
 	if err != nil {
-		t.Fatal(err)
+		c.Close()
+		return nil, err
 	}
 	tn.status = resp.StatusCode
 	if resp.StatusCode != http.StatusOK {
 		var body struct{ Error *wire.Error }
 		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Error == nil {
-			t.Fatalf("status %d without a wire error: %v", resp.StatusCode, err)
+			c.Close()
+			return nil, fmt.Errorf("status %d without a wire error: %v", resp.StatusCode, err)
 		}
 		tn.err = body.Error
 	}
-	return tn
+	return tn, nil
 }
 
 // echoes checks that the tunnel carries msg both ways.
@@ -227,4 +240,264 @@ func TestRefusals(t *testing.T) {
 		t.Fatalf("hex-listed literal: %d %+v", c.status, c.err)
 	}
 	echoes(t, c, "x")
+}
+
+func TestRebindingIsPinned(t *testing.T) {
+	port := egresstest.Echo(t, "127.0.0.1")
+	// First answer: the "outside" (loopback, private allowed); every later
+	// one: the metadata service. Each connection resolves exactly once and
+	// uses that answer only.
+	env := egresstest.New(t, fmt.Sprintf("agents:\n  demo:\n    egress: {allow: [\"rebind.test:%d\"], private: allow}\n", port),
+		func(_ string, qtype uint16, n int) []netip.Addr {
+			if qtype != dnstest.TypeA {
+				return nil
+			}
+			if n == 0 {
+				return []netip.Addr{loop}
+			}
+			return []netip.Addr{netip.MustParseAddr("169.254.169.254")}
+		})
+	target := fmt.Sprintf("rebind.test:%d", port)
+	c := connect(t, env.SocketPath("demo"), target, "")
+	if c.status != http.StatusOK {
+		t.Fatalf("first: %d %+v", c.status, c.err)
+	}
+	echoes(t, c, "pinned")
+	if n := env.DNS.Count("rebind.test", dnstest.TypeA); n != 1 {
+		t.Fatalf("%d A queries for one connection", n)
+	}
+	c2 := connect(t, env.SocketPath("demo"), target, "")
+	if c2.status != http.StatusForbidden || c2.err.Rule != egress.RuleMetadata {
+		t.Fatalf("rebound: %d %+v", c2.status, c2.err)
+	}
+	echoes(t, c, "still the first address") // the open tunnel never moved
+}
+
+func TestTunnelLimits(t *testing.T) {
+	port := egresstest.Echo(t, "127.0.0.1")
+	sink := func() uint16 { // accepts and never reads nor writes
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				t.Cleanup(func() { c.Close() })
+			}
+		}()
+		return uint16(ln.Addr().(*net.TCPAddr).Port)
+	}()
+	env := egresstest.New(t, fmt.Sprintf(`agents:
+  demo:
+    egress: {allow: ["127.0.0.1:%d", "127.0.0.1:%d"], private: allow, maxConnections: 2, maxBytes: 1k, idleTimeout: 50ms}
+  other:
+    egress: {allow: ["127.0.0.1:%[1]d"], private: allow}
+`, port, sink), nil)
+	sock := env.SocketPath("demo")
+	target := fmt.Sprintf("127.0.0.1:%d", port)
+
+	t.Run("connections", func(t *testing.T) {
+		a, b := connect(t, sock, target, ""), connect(t, sock, target, "")
+		if a.status != 200 || b.status != 200 {
+			t.Fatalf("statuses %d %d", a.status, b.status)
+		}
+		echoes(t, a, "a")
+		echoes(t, b, "b")
+		c := connect(t, sock, target, "")
+		if c.status != http.StatusTooManyRequests || c.err.Rule != egress.RuleLimit || !strings.Contains(c.err.Message, "limit 2") {
+			t.Fatalf("third: %d %+v", c.status, c.err)
+		}
+		es := env.Egress(t)
+		if last := es[len(es)-1]; last.ID != c.err.ID || last.Decision != "deny" || last.Rule != egress.RuleLimit {
+			t.Errorf("limit refusal entry %+v", last)
+		}
+		// Another agent's slots are its own.
+		if o := connect(t, env.SocketPath("other"), target, ""); o.status != 200 {
+			t.Errorf("other agent: %d %+v", o.status, o.err)
+		}
+		a.Close()
+		b.Close()
+		released(t, env, "demo")
+		if d := connect(t, sock, target, ""); d.status != 200 {
+			t.Fatalf("after release: %d %+v", d.status, d.err)
+		}
+	})
+
+	t.Run("bytes", func(t *testing.T) {
+		c := connect(t, sock, target, "")
+		if c.status != 200 {
+			t.Fatalf("status %d", c.status)
+		}
+		go io.WriteString(c, strings.Repeat("x", 4096))
+		n, _ := io.Copy(io.Discard, c)
+		if n > 1024 {
+			t.Errorf("%d bytes came back through a 1k tunnel", n)
+		}
+		released(t, env, "demo")
+		es := env.Egress(t)
+		res := es[len(es)-1]
+		up, _ := res.Detail["bytesUp"].(float64)
+		down, _ := res.Detail["bytesDown"].(float64)
+		if res.Phase != gateway.PhaseResult || res.Error != egress.ErrByteLimit.Error() || up+down > 1024 {
+			t.Errorf("result %+v", res)
+		}
+	})
+
+	t.Run("silent peer", func(t *testing.T) {
+		// The destination says nothing and the client says nothing: the
+		// gateway ends the tunnel; neither can hold a slot for ever.
+		c := connect(t, sock, fmt.Sprintf("127.0.0.1:%d", sink), "")
+		if c.status != 200 {
+			t.Fatalf("status %d", c.status)
+		}
+		if _, err := io.ReadAll(c); err != nil {
+			t.Fatal(err)
+		}
+		released(t, env, "demo")
+		es := env.Egress(t)
+		if res := es[len(es)-1]; res.Error != egress.ErrIdleTimeout.Error() {
+			t.Errorf("result %+v", res)
+		}
+	})
+}
+
+func TestSocketBadInput(t *testing.T) {
+	port := egresstest.Echo(t, "127.0.0.1")
+	env := egresstest.New(t, fmt.Sprintf("agents:\n  demo:\n    egress: {allow: [\"127.0.0.1:%d\"], private: allow}\n", port), nil)
+	sock := env.SocketPath("demo")
+
+	t.Run("garbage instead of HTTP", func(t *testing.T) {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("response %v, %v", resp, err)
+		}
+	})
+	t.Run("other methods", func(t *testing.T) {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "GET /v1/egress HTTP/1.1\r\nHost: toolgate\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Fatalf("response %v, %v", resp, err)
+		}
+	})
+	t.Run("parent that is no call id", func(t *testing.T) {
+		c := connect(t, sock, "evil.test:443", "../../etc/passwd")
+		if c.status != http.StatusForbidden {
+			t.Fatalf("status %d", c.status)
+		}
+		es := env.Egress(t)
+		if p := es[len(es)-1].Parent; p != "" {
+			t.Errorf("parent %q recorded", p)
+		}
+	})
+	t.Run("eager client", func(t *testing.T) {
+		// Bytes sent before the 200 (an eager TLS hello) reach the destination.
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "CONNECT /v1/egress HTTP/1.1\r\nHost: toolgate\r\n%s: 127.0.0.1:%d\r\n\r\nearly", egress.HeaderTarget, port)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("response %v, %v", resp, err)
+		}
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "early" {
+			t.Fatalf("echo %q, %v", buf, err)
+		}
+	})
+	decisions := 0
+	for _, e := range env.Egress(t) {
+		if e.Phase == gateway.PhaseDecision {
+			decisions++
+		}
+	}
+	if decisions != 2 { // the parent and eager-client calls only
+		t.Errorf("%d decisions for bad requests", decisions)
+	}
+}
+
+// A client opening 10,000 connections at once: at most maxConnections are
+// ever open, every attempt is answered and on the record, and nothing is
+// left counted afterwards.
+func TestManyConnections(t *testing.T) {
+	const attempts, workers = 10000, 64
+	port := egresstest.Echo(t, "127.0.0.1")
+	env := egresstest.New(t, fmt.Sprintf("agents:\n  demo:\n    egress: {allow: [\"127.0.0.1:%d\"], private: allow, maxConnections: 8}\n", port), nil)
+	sock := env.SocketPath("demo")
+	target := fmt.Sprintf("127.0.0.1:%d", port)
+	statuses := make(chan int, attempts)
+	jobs := make(chan int, attempts)
+	for i := range attempts {
+		jobs <- i
+	}
+	close(jobs)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	peak := 0
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 1)
+			for range jobs {
+				c, err := dial(sock, target, "")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				peak = max(peak, env.Handler.Open("demo"))
+				mu.Unlock()
+				if c.status == 200 {
+					if _, err := c.Write([]byte("x")); err == nil {
+						_, err = io.ReadFull(c, buf)
+					}
+					if err != nil {
+						t.Error(err)
+					}
+				}
+				c.Close()
+				statuses <- c.status
+			}
+		}()
+	}
+	wg.Wait()
+	close(statuses)
+	count := map[int]int{}
+	for s := range statuses {
+		count[s]++
+	}
+	if count[200]+count[429] != attempts || count[200] == 0 {
+		t.Fatalf("statuses %v", count)
+	}
+	if peak > 8 {
+		t.Errorf("%d tunnels open at once, limit 8", peak)
+	}
+	released(t, env, "demo")
+	// Each accepted tunnel has a decision and a result, each refusal one entry.
+	for i := 0; len(env.Egress(t)) != 2*count[200]+count[429]; i++ {
+		if i == 5000 {
+			t.Fatalf("%d entries for %v", len(env.Egress(t)), count)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Logf("statuses %v", count)
 }
