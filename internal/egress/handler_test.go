@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/egress/dnstest"
@@ -110,7 +109,7 @@ func TestTunnelAllowedAndAudited(t *testing.T) {
 		t.Fatalf("after half-close: %q, %v", rest, err)
 	}
 
-	released(t, env, "demo")
+	env.WaitReleased(t, "demo")
 	es := env.Egress(t)
 	if len(es) != 2 {
 		t.Fatalf("want decision and result, got %d entries", len(es))
@@ -135,18 +134,6 @@ func TestTunnelAllowedAndAudited(t *testing.T) {
 	}
 }
 
-// released waits for the agent's tunnel slots to be given back: the client
-// sees the tunnel close a moment before the result entry is written and the
-// handler releases its slot.
-func released(t testing.TB, env *egresstest.Env, agent string) {
-	t.Helper()
-	for i := 0; env.Handler.Open(agent) != 0; i++ {
-		if i == 5000 {
-			t.Fatalf("%d tunnels still counted", env.Handler.Open(agent))
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 func TestRefusals(t *testing.T) {
 	port := egresstest.Echo(t, "127.0.0.1")
@@ -322,7 +309,7 @@ func TestTunnelLimits(t *testing.T) {
 		}
 		a.Close()
 		b.Close()
-		released(t, env, "demo")
+		env.WaitReleased(t, "demo")
 		if d := connect(t, sock, target, ""); d.status != 200 {
 			t.Fatalf("after release: %d %+v", d.status, d.err)
 		}
@@ -338,7 +325,7 @@ func TestTunnelLimits(t *testing.T) {
 		if n > 1024 {
 			t.Errorf("%d bytes came back through a 1k tunnel", n)
 		}
-		released(t, env, "demo")
+		env.WaitReleased(t, "demo")
 		es := env.Egress(t)
 		res := es[len(es)-1]
 		up, _ := res.Detail["bytesUp"].(float64)
@@ -358,7 +345,7 @@ func TestTunnelLimits(t *testing.T) {
 		if _, err := io.ReadAll(c); err != nil {
 			t.Fatal(err)
 		}
-		released(t, env, "demo")
+		env.WaitReleased(t, "demo")
 		es := env.Egress(t)
 		if res := es[len(es)-1]; res.Error != egress.ErrIdleTimeout.Error() {
 			t.Errorf("result %+v", res)
@@ -491,13 +478,10 @@ func TestManyConnections(t *testing.T) {
 	if peak > 8 {
 		t.Errorf("%d tunnels open at once, limit 8", peak)
 	}
-	released(t, env, "demo")
+	env.WaitReleased(t, "demo")
 	// Each accepted tunnel has a decision and a result, each refusal one entry.
-	for i := 0; len(env.Egress(t)) != 2*count[200]+count[429]; i++ {
-		if i == 5000 {
-			t.Fatalf("%d entries for %v", len(env.Egress(t)), count)
-		}
-		time.Sleep(time.Millisecond)
+	if n := len(env.Egress(t)); n != 2*count[200]+count[429] {
+		t.Fatalf("%d entries for %v", n, count)
 	}
 	t.Logf("statuses %v", count)
 }

@@ -132,7 +132,7 @@ func TestNetnsOutside(t *testing.T) {
 	}
 	echoes(t, c, "across the veth pair")
 	c.Close()
-	released(t, env, "lab")
+	env.WaitReleased(t, "lab")
 	es := env.Egress(t)
 	if res := es[len(es)-1]; res.Detail["remote"] != outside.String() || res.Detail["bytesDown"] != float64(20) {
 		t.Errorf("result %+v", res)

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/agentsock/sockettest"
 	"github.com/toolgate/toolgate/internal/config"
@@ -89,4 +90,17 @@ func Echo(t testing.TB, addr string) uint16 {
 		}
 	}()
 	return uint16(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// WaitReleased waits until agent has no tunnel open: a client sees its
+// tunnel close a moment before the result entry is written and the slot
+// given back.
+func (e *Env) WaitReleased(t testing.TB, agent string) {
+	t.Helper()
+	for i := 0; e.Handler.Open(agent) != 0; i++ {
+		if i == 5000 {
+			t.Fatalf("%d tunnels of %s still open", e.Handler.Open(agent), agent)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
