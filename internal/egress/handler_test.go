@@ -134,7 +134,6 @@ func TestTunnelAllowedAndAudited(t *testing.T) {
 	}
 }
 
-
 func TestRefusals(t *testing.T) {
 	port := egresstest.Echo(t, "127.0.0.1")
 	closed := func() uint16 { // a port nobody listens on
