@@ -238,6 +238,25 @@ func parentOf(auth string) string {
 	return id
 }
 
+// startForwarder serves the proxy from init when the sandbox has egress
+// (TOOLGATE_EGRESS=1). A failure is reported, not fatal: PID 1 must live,
+// and without the forwarder the sandbox simply has no way out.
+func startForwarder(stderr io.Writer) {
+	if os.Getenv("TOOLGATE_EGRESS") != "1" {
+		return
+	}
+	ln, err := net.Listen("tcp", sandbox.ProxyAddr)
+	if err != nil {
+		fmt.Fprintf(stderr, "toolgate-client init: egress forwarder: %v\n", err)
+		return
+	}
+	go func() {
+		if err := Forward(ln, socketPath()); err != nil {
+			fmt.Fprintf(stderr, "toolgate-client init: egress forwarder: %v\n", err)
+		}
+	}()
+}
+
 // Forward serves the proxy on ln until it fails or is closed.
 func Forward(ln net.Listener, socket string) error {
 	srv := &http.Server{
@@ -248,13 +267,10 @@ func Forward(ln net.Listener, socket string) error {
 	return srv.Serve(ln)
 }
 
-// DefaultProxyAddr is where the forwarder listens inside the sandbox.
-const DefaultProxyAddr = "127.0.0.1:3128"
-
 func cmdForward(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("forward", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	listen := fs.String("listen", DefaultProxyAddr, "address to serve the proxy on")
+	listen := fs.String("listen", sandbox.ProxyAddr, "address to serve the proxy on")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -10,9 +10,11 @@ import (
 // cmdInit is PID 1. Orphans of every exec are reparented to it, so it reaps;
 // a PID 1 ignores signals it has no handler for, so it forwards SIGTERM to
 // everything and exits, which lets `docker stop` end the sandbox at once.
-func cmdInit(_ []string, _ io.Writer) int {
+// With egress it also serves the sandbox's HTTP proxy.
+func cmdInit(_ []string, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT)
+	startForwarder(stderr)
 	for sig := range sigs {
 		if sig == syscall.SIGCHLD {
 			reap()

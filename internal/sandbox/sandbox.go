@@ -29,6 +29,9 @@ const (
 	SocketPath    = SocketDirPath + "/" + SocketName
 	DefaultUser   = "1000:1000"
 	DefaultImage  = "toolgate/sandbox:latest"
+	// ProxyAddr is where the client's forwarder serves HTTP proxying inside
+	// a sandbox with egress; the container's loopback exists under network none.
+	ProxyAddr = "127.0.0.1:3128"
 )
 
 // AgentSpec is everything that defines an agent's sandbox. Two equal specs
@@ -42,6 +45,9 @@ type AgentSpec struct {
 	CPUs         float64
 	Pids         int64
 	ClientBinary string // host path of the static toolgate-client
+	// Egress starts the in-sandbox forwarder and points the proxy variables
+	// at it (Env, CallEnv); the network mode stays none.
+	Egress bool
 	// Tools are the agent's plugin tools: exactly these get a launcher in
 	// ToolsBinDir. Not part of the sandbox's identity: the directory is a
 	// bind mount, so a changed list is rewritten on the host, no recreate.
@@ -90,6 +96,36 @@ func (s AgentSpec) ToolsBinDir() string {
 // mounted read-only at SocketDirPath: a sibling of the workspace.
 func (s AgentSpec) SocketDir() string {
 	return filepath.Join(filepath.Dir(filepath.Clean(s.Workspace)), "sock")
+}
+
+// Env is the container's environment: with egress, TOOLGATE_EGRESS=1 (init
+// starts the forwarder) and the proxy variables, unattributed.
+func (s AgentSpec) Env() []string {
+	if !s.Egress {
+		return nil
+	}
+	return append(proxyEnv("http://"+ProxyAddr), "TOOLGATE_EGRESS=1")
+}
+
+// CallEnv is what the exec of call id adds to the environment: its id and,
+// with egress, proxy variables whose credentials name the call, so the
+// connections its processes open are attributed to it.
+func (s AgentSpec) CallEnv(id string) []string {
+	env := []string{"TOOLGATE_CALL_ID=" + id}
+	if s.Egress {
+		env = append(env, proxyEnv("http://call-"+id+":x@"+ProxyAddr)...)
+	}
+	return env
+}
+
+// proxyEnv sets every proxy variable in both cases, as tools disagree on
+// which they read; loopback stays direct.
+func proxyEnv(url string) []string {
+	var env []string
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
+		env = append(env, k+"="+url, strings.ToLower(k)+"="+url)
+	}
+	return append(env, "NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1")
 }
 
 // ParseUser parses a numeric "uid:gid" (gid defaults to uid). Names are

@@ -83,9 +83,10 @@ func (s *Sandbox) Exec(ctx context.Context, spec *gateway.ExecSpec) (*gateway.Ex
 	if !sandbox.ValidCallID(callID) {
 		return nil, fmt.Errorf("exec: invalid call id %q", callID)
 	}
+	_, box := s.current()
 	opts := client.ExecCreateOptions{
 		Cmd:          sandbox.RunArgv(callID, spec.Timeout, spec.Argv),
-		Env:          append(slices.Clip(spec.Env), "TOOLGATE_CALL_ID="+callID),
+		Env:          append(slices.Clip(spec.Env), box.CallEnv(callID)...),
 		WorkingDir:   spec.Cwd,
 		AttachStdin:  spec.Stdin != nil,
 		AttachStdout: true,

@@ -225,6 +225,7 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (
 	cfg := &container.Config{
 		Image:      spec.Image,
 		Cmd:        sandbox.InitArgv(),
+		Env:        spec.Env(),
 		User:       fmt.Sprintf("%d:%d", uid, gid),
 		WorkingDir: sandbox.WorkspacePath,
 		Labels:     map[string]string{LabelManaged: "true", LabelAgent: spec.Agent},

@@ -1,0 +1,40 @@
+package sandbox
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestEgressEnv(t *testing.T) {
+	off := AgentSpec{Agent: "a"}
+	if off.Env() != nil || !slices.Equal(off.CallEnv("c1"), []string{"TOOLGATE_CALL_ID=c1"}) {
+		t.Errorf("without egress: %q %q", off.Env(), off.CallEnv("c1"))
+	}
+	on := AgentSpec{Agent: "a", Egress: true}
+	want := func(env []string, url string) {
+		t.Helper()
+		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"} {
+			if !slices.Contains(env, k+"="+url) {
+				t.Errorf("%s not %s in %q", k, url, env)
+			}
+		}
+		for _, k := range []string{"NO_PROXY", "no_proxy"} {
+			if !slices.Contains(env, k+"=localhost,127.0.0.1") {
+				t.Errorf("%s missing in %q", k, env)
+			}
+		}
+	}
+	want(on.Env(), "http://127.0.0.1:3128")
+	if !slices.Contains(on.Env(), "TOOLGATE_EGRESS=1") {
+		t.Errorf("container env %q does not start the forwarder", on.Env())
+	}
+	call := on.CallEnv("18ecaa9a0c1c8d4a")
+	want(call, "http://call-18ecaa9a0c1c8d4a:x@127.0.0.1:3128")
+	if call[0] != "TOOLGATE_CALL_ID=18ecaa9a0c1c8d4a" || strings.Contains(strings.Join(call, " "), "TOOLGATE_EGRESS") {
+		t.Errorf("call env %q", call)
+	}
+	if off.SameSandbox(on) {
+		t.Error("switching egress must recreate the sandbox (its environment changes)")
+	}
+}
