@@ -9,12 +9,17 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/wire"
 )
+
+// bodyEndWait bounds how long a finished call waits for a client that sent
+// its eof frame to end the request body.
+const bodyEndWait = 5 * time.Second
 
 // call serves POST /v1/tools/{name}/call: header → gateway.Handle → frames.
 func (s *Server) call(w http.ResponseWriter, r *http.Request) {
@@ -95,6 +100,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 	streams := &gateway.Streams{Stdout: frameOut{out, false}, Stderr: frameOut{out, true}}
 	var pumped chan struct{}
 	var stdin *io.PipeReader
+	var sawEOF atomic.Bool
 	if body != nil {
 		var pw *io.PipeWriter
 		stdin, pw = io.Pipe()
@@ -112,16 +118,28 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 			}
 			// Reading the body to its end lets the server watch the
 			// connection, so a client that goes away cancels the call.
+			sawEOF.Store(true)
 			_, _ = io.Copy(io.Discard, body)
 		}()
 	}
 
 	res, err := s.gw.Handle(ctx, call, streams)
 	if pumped != nil {
-		// The handler may not read the body after it returns: stop the pump.
+		// The handler may not read the body after it returns: stop the
+		// pump. After the eof frame a client ends the body at once; a read
+		// cut by the deadline must not be one that reached the body's end
+		// (the server would start watching the connection twice).
 		stdin.CloseWithError(io.ErrClosedPipe)
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
-		<-pumped
+		stop := func() { _ = http.NewResponseController(w).SetReadDeadline(time.Now()) }
+		if !sawEOF.Load() {
+			stop()
+		}
+		select {
+		case <-pumped:
+		case <-time.After(bodyEndWait):
+			stop()
+			<-pumped
+		}
 	}
 	if err != nil && !out.started() {
 		var denied *gateway.DeniedError

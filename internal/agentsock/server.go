@@ -213,7 +213,7 @@ func (s *Server) listen(k Socket) (*listener, error) {
 		},
 	}
 	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			s.opts.Logger.Error("agent socket stopped", "agent", agent, "path", k.Path, "err", err)
 		}
 	}()

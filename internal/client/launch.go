@@ -53,13 +53,12 @@ func Launch(name string, argv []string) int {
 		fmt.Fprintf(os.Stderr, "toolgate: %s: gateway unavailable at %s: %v\n", name, sock, unwrapOp(err))
 		return ExitUnavailable
 	}
-	// A signal ends the call: closing the socket makes the host cancel the
-	// handler and kill what it started.
+	// A signal ends the call: exiting closes the socket, which makes the
+	// host cancel the handler and kill what it started.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		s := <-sigs
-		conn.Close()
 		os.Exit(128 + int(s.(syscall.Signal)))
 	}()
 
@@ -168,7 +167,7 @@ type respError struct {
 func readResponse(name string, r *bufio.Reader, stdout, stderr io.Writer) int {
 	status, chunked, length, err := readHead(r)
 	if err != nil {
-		fmt.Fprintf(stderr, "toolgate: %s: no answer from the gateway (restarting?): %v\n", name, unwrapOp(err))
+		fmt.Fprintf(stderr, "toolgate: %s: connection to the gateway lost before it answered (gateway restarting?): %v\n", name, unwrapOp(err))
 		return ExitUnavailable
 	}
 	var body io.Reader = r

@@ -6,6 +6,7 @@ package sockettest
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -64,6 +65,23 @@ func New(t testing.TB, allow Allowlist, extra ...gateway.Tool) *Env {
 		e.Audit.Close()
 	})
 	return e
+}
+
+// UseHostWorkspaces makes each agent's workspace, as calls see it, its
+// host directory (created), so launchers run on the host pass the cwd check.
+func (e *Env) UseHostWorkspaces(t testing.TB) {
+	t.Helper()
+	old := e.GW.Snapshot()
+	snap := *old
+	snap.Agents = map[string]gateway.AgentInfo{}
+	for name, a := range old.Agents {
+		if err := os.MkdirAll(a.HostDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		a.Workspace = a.HostDir
+		snap.Agents[name] = a
+	}
+	e.GW.Swap(&snap)
 }
 
 // SocketPath is where agent's socket lives in this environment.
