@@ -20,9 +20,11 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/agentsock"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/sandbox"
@@ -48,6 +50,7 @@ type Daemon struct {
 	client  string
 	bounder *audit.Bounder
 	door    *mcp.Door
+	sock    *agentsock.Server
 	mu      sync.Mutex // guards built across reloads
 	built   *Built
 	servers []*http.Server
@@ -116,12 +119,18 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	d.bounder.AddSecrets(built.Secrets.Values()...)
 	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: mgr, BoundArgs: d.bounder.Bound, Logger: log}, built.Snapshot)
 
+	d.sock = agentsock.New(d.gw, agentsock.Options{Logger: log})
+	d.sock.Handle(egress.Pattern, egress.NewHandler(d.gw))
+	d.door = mcp.New(d.gw, mcp.Options{Home: opts.Home, Logger: log, Visible: mcp.VisibleFromConfig(d.config)})
+	d.sock.Handle("/mcp", d.door.Handler(mcp.AgentIdentity(func(r *http.Request) (string, bool) {
+		agent := agentsock.Agent(r.Context())
+		return agent, agent != ""
+	})))
 	if err := d.ensureSandboxes(ctx, built); err != nil {
 		d.close()
 		return nil, err
 	}
 	api := &adminapi.Server{Gateway: d.gw, Tokens: tokens, Status: d.status, Explain: d.explain}
-	d.door = mcp.New(d.gw, mcp.Options{Home: opts.Home, Logger: log, Visible: mcp.VisibleFromConfig(d.config)})
 	host := http.NewServeMux()
 	host.Handle("/mcp", auth.Require(tokens, auth.ScopeMCP, mcp.RouteOptions(api.RecordRefusal))(d.door.Handler(mcp.TokenIdentity)))
 	host.Handle("/", api.Handler())
@@ -144,6 +153,9 @@ func (d *Daemon) Gateway() *gateway.Gateway { return d.gw }
 func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) error {
 	specs := b.Specs(d.client)
 	d.docker.SetSpecs(specs)
+	if err := d.sock.SetAgents(sockets(specs)); err != nil {
+		return fmt.Errorf("agent sockets: %w", err)
+	}
 	for _, s := range specs {
 		if s.Image == sandbox.DefaultImage {
 			if _, err := d.docker.BuildDefaultImage(ctx, s.Image, false); err != nil {
@@ -220,6 +232,16 @@ func (d *Daemon) status(ctx context.Context) ([]adminapi.AgentStatus, error) {
 	return rows, nil
 }
 
+// sockets are the agent sockets the sandboxes of specs reach the gateway through.
+func sockets(specs []sandbox.AgentSpec) []agentsock.Socket {
+	var socks []agentsock.Socket
+	for _, s := range specs {
+		uid, gid, _ := sandbox.ParseUser(s.UserOrDefault()) // validated with the config
+		socks = append(socks, agentsock.Socket{Agent: s.Agent, Path: filepath.Join(s.SocketDir(), sandbox.SocketName), UID: uid, GID: gid})
+	}
+	return socks
+}
+
 // listen serves the admin API on HOME/admin.sock (0600) and, when
 // configured, on a loopback TCP address.
 func (d *Daemon) listen(h http.Handler, cfg *config.Config) error {
@@ -283,9 +305,12 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 }
 
 func (d *Daemon) close() error {
-	var doorErr error
+	var errs []error
 	if d.door != nil {
-		doorErr = d.door.Close()
+		errs = append(errs, d.door.Close())
 	}
-	return errors.Join(doorErr, d.audit.Close(), d.docker.Close())
+	if d.sock != nil {
+		errs = append(errs, d.sock.Close())
+	}
+	return errors.Join(append(errs, d.audit.Close(), d.docker.Close())...)
 }

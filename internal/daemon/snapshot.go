@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/coretools"
+	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/plugin"
@@ -31,8 +34,11 @@ func Build(cfg *config.Config) (*Built, error) {
 		return nil, err
 	}
 	b := &Built{Config: cfg, Policy: eng, Snapshot: &gateway.Snapshot{
-		Agents:  map[string]gateway.AgentInfo{},
-		Tools:   map[string]gateway.Tool{},
+		Agents: map[string]gateway.AgentInfo{},
+		Tools:  map[string]gateway.Tool{},
+		ByKind: map[gateway.Kind]gateway.Tool{
+			gateway.KindEgress: egress.NewTool(cfg.EgressAgents(), cfg.EgressOptions()),
+		},
 		Decider: eng,
 	}}
 	for name, a := range cfg.Agents {
@@ -68,9 +74,28 @@ func (b *Built) Specs(client string) []sandbox.AgentSpec {
 		specs = append(specs, sandbox.AgentSpec{
 			Agent: name, Image: a.Image, Workspace: a.Workspace, User: a.User,
 			Memory: a.MemoryBytes(), CPUs: a.Limits.CPUs, Pids: a.Limits.Pids, ClientBinary: client,
+			Egress: a.Egress != nil, Tools: b.launchers(name),
 		})
 	}
 	return specs
+}
+
+// launchers are the plugin tools an agent's allowlist admits, each of which
+// gets a command in the sandbox's /tools/bin: what is on its PATH is what it
+// may call.
+func (b *Built) launchers(agent string) []string {
+	var names []string
+	for name, t := range b.Snapshot.Tools {
+		if t.Kind() != gateway.KindTool {
+			continue
+		}
+		server, _, _ := strings.Cut(name, ".")
+		if slices.Contains(b.Config.Agents[agent].Tools, name) || slices.Contains(b.Config.Agents[agent].Tools, server) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // Explain is the dry run behind `policy eval`: the decision a call would get,
