@@ -113,7 +113,9 @@ func TestPluginLaunchers(t *testing.T) {
 
 	t.Run("gateway restarting while a client waits", func(t *testing.T) {
 		done := make(chan execResult, 1)
-		go func() { done <- run(ctx, a, gateway.ExecSpec{Argv: []string{"/tools/bin/hang"}, Cwd: sandbox.WorkspacePath}) }()
+		go func() {
+			done <- run(ctx, a, gateway.ExecSpec{Argv: []string{"/tools/bin/hang"}, Cwd: sandbox.WorkspacePath})
+		}()
 		<-started
 		env.Server.Close()
 		r := <-done
@@ -161,9 +163,10 @@ func TestLauncherLatency(t *testing.T) {
 	for _, c := range []struct{ name, path string }{
 		{"/tools/bin/echo (static Go client)", "/tools/bin/echo"},
 		{"sh script → toolgate-client call", "/workspace/sh-echo"},
+		{"toolgate-client kill (client start only)", "/tools/toolgate-client kill --call none"},
 		{"/bin/true (process start only)", "/bin/true"},
 	} {
-		r := mustRun(t, boxes[0], "/workspace/timer", "-n", n, c.path, "hi")
+		r := mustRun(t, boxes[0], append([]string{"/workspace/timer", "-n", n}, append(strings.Fields(c.path), "hi")...)...)
 		var p50, p99 int
 		if _, err := fmt.Sscan(r.stdout, &p50, &p99); err != nil {
 			t.Fatalf("%s: %q %q", c.name, r.stdout, r.stderr)
