@@ -152,7 +152,9 @@ func (d *Daemon) Gateway() *gateway.Gateway { return d.gw }
 // default image first when an agent uses it and it is missing.
 func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) error {
 	specs := b.Specs(d.client)
-	d.docker.SetSpecs(specs)
+	if err := d.docker.SetSpecs(specs); err != nil {
+		return fmt.Errorf("sandbox specs: %w", err)
+	}
 	if err := d.sock.SetAgents(sockets(specs)); err != nil {
 		return fmt.Errorf("agent sockets: %w", err)
 	}
