@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
+	"github.com/toolgate/toolgate/internal/capped"
 	"regexp"
 	"strings"
 	"sync"
@@ -37,10 +37,6 @@ type ExecOutput struct {
 	TimedOut  bool   `json:"timedOut"`
 	Truncated bool   `json:"truncated"`
 }
-
-// TruncationMarker is appended to a stream cut at MaxOutput; %d is the
-// number of bytes dropped.
-const TruncationMarker = "\n…[toolgate: output truncated, %d bytes dropped]"
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -162,15 +158,15 @@ func (t *Exec) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 		spec.Env = append(spec.Env, k+"="+v)
 	}
 	limit := t.limitsOf(call.Agent).MaxOutput
-	var stdout, stderr *capWriter
+	var stdout, stderr *capped.Writer
 	var outBuf, errBuf bytes.Buffer
 	if env.IO != nil && env.IO.Stdout != nil && env.IO.Stderr != nil {
 		mu := new(sync.Mutex) // the caller may hand us one writer for both streams
-		stdout = &capWriter{w: env.IO.Stdout, limit: limit, mu: mu}
-		stderr = &capWriter{w: env.IO.Stderr, limit: limit, mu: mu}
+		stdout = capped.NewWriter(env.IO.Stdout, limit, mu)
+		stderr = capped.NewWriter(env.IO.Stderr, limit, mu)
 	} else {
-		stdout = &capWriter{w: &outBuf, limit: limit, mu: new(sync.Mutex)}
-		stderr = &capWriter{w: &errBuf, limit: limit, mu: new(sync.Mutex)}
+		stdout = capped.NewWriter(&outBuf, limit, new(sync.Mutex))
+		stderr = capped.NewWriter(&errBuf, limit, new(sync.Mutex))
 	}
 	spec.Stdout, spec.Stderr = stdout, stderr
 	switch {
@@ -183,23 +179,23 @@ func (t *Exec) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
-	stdout.finish()
-	stderr.finish()
+	stdout.Finish()
+	stderr.Finish()
 	out := &ExecOutput{
 		ExitCode:  oc.ExitCode,
 		Stdout:    outBuf.String(),
 		Stderr:    errBuf.String(),
 		TimedOut:  oc.TimedOut,
-		Truncated: stdout.dropped > 0 || stderr.dropped > 0,
+		Truncated: stdout.Dropped() > 0 || stderr.Dropped() > 0,
 	}
 	res := &gateway.Result{ExitCode: &out.ExitCode, Output: out}
 	var problems []string
 	if oc.TimedOut {
 		problems = append(problems, fmt.Sprintf("timed out after %s", timeout))
 	}
-	for _, w := range []*capWriter{stdout, stderr} {
-		if w.err != nil {
-			problems = append(problems, fmt.Sprintf("output stream failed: %v", w.err))
+	for _, w := range []*capped.Writer{stdout, stderr} {
+		if err := w.Err(); err != nil {
+			problems = append(problems, fmt.Sprintf("output stream failed: %v", err))
 			break
 		}
 	}
@@ -210,37 +206,4 @@ func (t *Exec) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 // AuditArgs keeps the size of stdin, never its content.
 func (*Exec) AuditArgs(raw json.RawMessage) json.RawMessage {
 	return auditSized(raw, stringSize, "stdin")
-}
-
-// capWriter passes on at most limit bytes and counts the rest. It never
-// reports an error, so the process keeps running and its pipe keeps
-// draining after the cap (or after the caller went away).
-type capWriter struct {
-	w       io.Writer
-	limit   int64
-	mu      *sync.Mutex
-	n       int64 // bytes passed on
-	dropped int64
-	err     error // first error of w; nothing more is passed on after it
-}
-
-func (c *capWriter) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	keep := min(int64(len(p)), max(c.limit-c.n, 0))
-	c.dropped += int64(len(p)) - keep
-	if keep > 0 && c.err == nil {
-		_, c.err = c.w.Write(p[:keep])
-	}
-	c.n += keep
-	return len(p), nil
-}
-
-// finish appends the truncation marker when bytes were dropped.
-func (c *capWriter) finish() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.dropped > 0 && c.err == nil {
-		_, c.err = fmt.Fprintf(c.w, TruncationMarker, c.dropped)
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"github.com/toolgate/toolgate/internal/capped"
 	"os"
 	"strings"
 	"testing"
@@ -290,11 +291,11 @@ func TestExecOutputCapped(t *testing.T) {
 	h := newHarness(t, config.Limits{MaxOutput: limit})
 	res := h.mustCall("exec", `{"command":"head -c 104857600 /dev/zero | tr '\\0' o; head -c 3000000 /dev/zero >&2; echo done >&2"}`)
 	out := execOut(t, res)
-	wantOut := strings.Repeat("o", limit) + fmt.Sprintf(TruncationMarker, 100<<20-limit)
+	wantOut := strings.Repeat("o", limit) + fmt.Sprintf(capped.Marker, 100<<20-limit)
 	if out.Stdout != wantOut {
 		t.Errorf("stdout: %d bytes ending %q", len(out.Stdout), out.Stdout[max(len(out.Stdout)-60, 0):])
 	}
-	wantErr := strings.Repeat("\x00", limit) + fmt.Sprintf(TruncationMarker, 3000000+5-limit)
+	wantErr := strings.Repeat("\x00", limit) + fmt.Sprintf(capped.Marker, 3000000+5-limit)
 	if out.Stderr != wantErr {
 		t.Errorf("stderr: %d bytes ending %q", len(out.Stderr), out.Stderr[max(len(out.Stderr)-60, 0):])
 	}
@@ -315,7 +316,7 @@ func TestExecStreams(t *testing.T) {
 	if out.Stdout != "" || out.Stderr != "" || !out.Truncated {
 		t.Errorf("streamed result carries output: %+v", out)
 	}
-	if want := "from" + fmt.Sprintf(TruncationMarker, 7); stdout.String() != want {
+	if want := "from" + fmt.Sprintf(capped.Marker, 7); stdout.String() != want {
 		t.Errorf("streamed stdout %q, want %q", stdout.String(), want)
 	}
 	if stderr.String() != "e\n" {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/toolgate/toolgate/internal/capped"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,7 +19,6 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/config"
-	"github.com/toolgate/toolgate/internal/coretools"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/secrets"
 )
@@ -343,7 +343,7 @@ func TestOutputCapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	marker := fmt.Sprintf(coretools.TruncationMarker, 100<<20-DefaultMaxOutput)
+	marker := fmt.Sprintf(capped.Marker, 100<<20-DefaultMaxOutput)
 	if *res.ExitCode != 0 {
 		t.Errorf("exit %d: the pipe stopped draining at the cap", *res.ExitCode)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/toolgate/toolgate/internal/capped"
 	"io"
 	"io/fs"
 	"os"
@@ -15,7 +16,6 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/config"
-	"github.com/toolgate/toolgate/internal/coretools"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/secrets"
 )
@@ -240,8 +240,8 @@ func (t *tool) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 		streams.Stderr = &errBuf
 	}
 	mu := new(sync.Mutex) // the caller may hand one writer for both streams
-	capOut := &capWriter{w: streams.Stdout, limit: t.maxOutput, mu: mu}
-	capErr := &capWriter{w: streams.Stderr, limit: t.maxOutput, mu: mu}
+	capOut := capped.NewWriter(streams.Stdout, t.maxOutput, mu)
+	capErr := capped.NewWriter(streams.Stderr, t.maxOutput, mu)
 	// Redact before capping, so a cut can never leave half a secret behind.
 	stdout, stderr := t.secrets.NewWriter(capOut), t.secrets.NewWriter(capErr)
 
@@ -258,8 +258,8 @@ func (t *tool) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 			_ = r.Flush() // an error sticks in the capWriter below and is reported there
 		}
 	}
-	capOut.finish()
-	capErr.finish()
+	capOut.Finish()
+	capErr.Finish()
 	if herr != nil {
 		return nil, errors.New(t.secrets.Redact(herr.Error()))
 	}
@@ -271,51 +271,18 @@ func (t *tool) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 		problems = append(problems, fmt.Sprintf("timed out after %s; process tree killed", t.timeout))
 	}
 	res.ExitCode = &code
-	for _, w := range []*capWriter{capOut, capErr} {
-		if w.err != nil {
-			problems = append(problems, fmt.Sprintf("output stream failed: %v", w.err))
+	for _, w := range []*capped.Writer{capOut, capErr} {
+		if err := w.Err(); err != nil {
+			problems = append(problems, fmt.Sprintf("output stream failed: %v", err))
 			break
 		}
 	}
 	res.Error = t.secrets.Redact(strings.Join(problems, "; "))
 	if buffered {
-		res.Output = &Output{Stdout: outBuf.String(), Stderr: errBuf.String(), Truncated: capOut.dropped > 0 || capErr.dropped > 0}
+		res.Output = &Output{Stdout: outBuf.String(), Stderr: errBuf.String(), Truncated: capOut.Dropped() > 0 || capErr.Dropped() > 0}
 	}
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("cancelled: %w", context.Cause(ctx))
 	}
 	return res, nil
-}
-
-// capWriter passes on at most limit bytes and counts the rest. It never
-// fails a write, so the handler's pipe keeps draining after the cap or
-// after the caller went away.
-type capWriter struct {
-	w       io.Writer
-	limit   int64
-	mu      *sync.Mutex
-	n       int64
-	dropped int64
-	err     error // first error of w; nothing more is passed on after it
-}
-
-func (c *capWriter) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	keep := min(int64(len(p)), max(c.limit-c.n, 0))
-	c.dropped += int64(len(p)) - keep
-	if keep > 0 && c.err == nil {
-		_, c.err = c.w.Write(p[:keep])
-	}
-	c.n += keep
-	return len(p), nil
-}
-
-// finish appends the truncation marker when bytes were dropped.
-func (c *capWriter) finish() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.dropped > 0 && c.err == nil {
-		_, c.err = fmt.Fprintf(c.w, coretools.TruncationMarker, c.dropped)
-	}
 }
