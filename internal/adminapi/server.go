@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/auth"
@@ -119,69 +118,9 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 	}
 	// Streamed: output frames as produced, then the result. The decision is
 	// known before any output, so denials still get a proper status.
-	streams := &lazyStreams{w: w, call: call}
-	res, err := s.Gateway.Handle(r.Context(), call, streams.streams())
-	if err != nil && !streams.started() {
-		var denied *gateway.DeniedError
-		if errors.As(err, &denied) || errors.Is(err, gateway.ErrAuditUnavailable) {
-			status, e := wire.ErrorFor(err)
-			wire.WriteError(w, status, e)
-			return
-		}
-	}
-	f := streams.start()
-	if err != nil {
-		_, e := wire.ErrorFor(err)
-		e.ID = call.ID
-		_ = f.Write(&wire.Frame{Error: e})
-		return
-	}
-	if res == nil {
-		res = &gateway.Result{}
-	}
-	_ = f.Write(&wire.Frame{Result: res})
-}
-
-// lazyStreams starts the streamed response on the first byte of output, so a
-// call refused before it runs can still answer with an error status.
-type lazyStreams struct {
-	w    http.ResponseWriter
-	call *gateway.Call
-	mu   sync.Mutex
-	fw   *wire.FrameWriter
-}
-
-func (l *lazyStreams) start() *wire.FrameWriter {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.fw == nil {
-		l.w.Header().Set("Toolgate-Call-Id", l.call.ID)
-		l.fw = wire.NewFrameWriter(l.w)
-	}
-	return l.fw
-}
-
-func (l *lazyStreams) started() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.fw != nil
-}
-
-func (l *lazyStreams) streams() *gateway.Streams {
-	return &gateway.Streams{Stdout: lazyWriter{l, false}, Stderr: lazyWriter{l, true}}
-}
-
-type lazyWriter struct {
-	l      *lazyStreams
-	stderr bool
-}
-
-func (w lazyWriter) Write(p []byte) (int, error) {
-	s := w.l.start().Streams(nil)
-	if w.stderr {
-		return s.Stderr.Write(p)
-	}
-	return s.Stdout.Write(p)
+	out := wire.NewLazy(w, call, nil)
+	res, err := s.Gateway.Handle(r.Context(), call, out.Streams(nil))
+	out.Finish(res, err)
 }
 
 func (s *Server) agents(w http.ResponseWriter, r *http.Request) {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -96,8 +95,8 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	out := &lazyFrames{w: w, call: call, cancel: cancel}
-	streams := &gateway.Streams{Stdout: frameOut{out, false}, Stderr: frameOut{out, true}}
+	out := wire.NewLazy(w, call, func(err error) { cancel(fmt.Errorf("client gone: %w", err)) })
+	streams := out.Streams(nil)
 	var pumped chan struct{}
 	var stdin *io.PipeReader
 	var sawEOF atomic.Bool
@@ -141,74 +140,10 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 			<-pumped
 		}
 	}
-	if err != nil && !out.started() {
-		var denied *gateway.DeniedError
-		if errors.As(err, &denied) || errors.Is(err, gateway.ErrAuditUnavailable) {
-			status, e := wire.ErrorFor(err)
-			wire.WriteError(w, status, e)
-			return
-		}
-	}
-	f := out.start()
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil && r.Context().Err() == nil {
 			err = fmt.Errorf("%w (%v)", err, cause)
 		}
-		_, e := wire.ErrorFor(err)
-		e.ID = call.ID
-		_ = f.Write(&wire.Frame{Error: e})
-		return
 	}
-	if res == nil {
-		res = &gateway.Result{}
-	}
-	_ = f.Write(&wire.Frame{Result: res})
-}
-
-// lazyFrames starts the 200 stream at the first output, so a call refused
-// before it runs still gets its error status. A frame that cannot be written
-// means the client is gone: the call is cancelled.
-type lazyFrames struct {
-	w      http.ResponseWriter
-	call   *gateway.Call
-	cancel context.CancelCauseFunc
-	mu     sync.Mutex
-	fw     *wire.FrameWriter
-}
-
-func (l *lazyFrames) start() *wire.FrameWriter {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.fw == nil {
-		l.w.Header().Set("Toolgate-Call-Id", l.call.ID)
-		l.fw = wire.NewFrameWriter(l.w)
-	}
-	return l.fw
-}
-
-func (l *lazyFrames) started() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.fw != nil
-}
-
-type frameOut struct {
-	l      *lazyFrames
-	stderr bool
-}
-
-func (o frameOut) Write(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	b := append([]byte(nil), p...) // the caller may reuse p
-	fr := &wire.Frame{Stdout: b}
-	if o.stderr {
-		fr = &wire.Frame{Stderr: b}
-	}
-	if err := o.l.start().Write(fr); err != nil {
-		o.l.cancel(fmt.Errorf("client gone: %w", err))
-		return 0, err
-	}
-	return len(p), nil
+	out.Finish(res, err)
 }

@@ -71,27 +71,86 @@ func (f *FrameWriter) Write(fr *Frame) error {
 	return f.err
 }
 
-// Streams returns stdout/stderr writers that become frames.
-func (f *FrameWriter) Streams(stdin io.Reader) *gateway.Streams {
-	return &gateway.Streams{
-		Stdin:  stdin,
-		Stdout: frameStream{f, false},
-		Stderr: frameStream{f, true},
-	}
+// Lazy is a call's streamed response that starts (200, NDJSON) at the
+// call's first output, so a call refused before it runs still answers with
+// its error status. Every entry point that streams a call uses it.
+type Lazy struct {
+	w      http.ResponseWriter
+	call   *gateway.Call
+	onFail func(error) // a frame could not be written: the client is gone
+	mu     sync.Mutex
+	fw     *FrameWriter
 }
 
-type frameStream struct {
-	f      *FrameWriter
+// NewLazy prepares the response of call. onFail, when set, is told when a
+// frame cannot be written (e.g. to cancel the call).
+func NewLazy(w http.ResponseWriter, call *gateway.Call, onFail func(error)) *Lazy {
+	return &Lazy{w: w, call: call, onFail: onFail}
+}
+
+// Streams are the call's stdout and stderr, each write one frame.
+func (l *Lazy) Streams(stdin io.Reader) *gateway.Streams {
+	return &gateway.Streams{Stdin: stdin, Stdout: lazyStream{l, false}, Stderr: lazyStream{l, true}}
+}
+
+// Finish ends the response with the call's outcome: an error status when
+// the call was refused before any output, else an error or a result frame.
+func (l *Lazy) Finish(res *gateway.Result, err error) {
+	if err != nil && !l.started() {
+		var denied *gateway.DeniedError
+		if errors.As(err, &denied) || errors.Is(err, gateway.ErrAuditUnavailable) {
+			status, e := ErrorFor(err)
+			WriteError(l.w, status, e)
+			return
+		}
+	}
+	f := l.start()
+	if err != nil {
+		_, e := ErrorFor(err)
+		e.ID = l.call.ID
+		_ = f.Write(&Frame{Error: e})
+		return
+	}
+	if res == nil {
+		res = &gateway.Result{}
+	}
+	_ = f.Write(&Frame{Result: res})
+}
+
+func (l *Lazy) start() *FrameWriter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fw == nil {
+		l.w.Header().Set("Toolgate-Call-Id", l.call.ID)
+		l.fw = NewFrameWriter(l.w)
+	}
+	return l.fw
+}
+
+func (l *Lazy) started() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fw != nil
+}
+
+type lazyStream struct {
+	l      *Lazy
 	stderr bool
 }
 
-func (s frameStream) Write(p []byte) (int, error) {
+func (s lazyStream) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	b := append([]byte(nil), p...) // the caller may reuse p
 	fr := &Frame{Stdout: b}
 	if s.stderr {
 		fr = &Frame{Stderr: b}
 	}
-	if err := s.f.Write(fr); err != nil {
+	if err := s.l.start().Write(fr); err != nil {
+		if s.l.onFail != nil {
+			s.l.onFail(err)
+		}
 		return 0, err
 	}
 	return len(p), nil
