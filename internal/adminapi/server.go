@@ -49,7 +49,10 @@ type Server struct {
 	Status func(ctx context.Context) ([]AgentStatus, error)
 	// Explain runs policy without executing, for `policy eval` against the live config.
 	Explain func(call *gateway.Call) any
-	MaxBody int64
+	// Observations records a stream-json transcript for an agent as
+	// observed entries (toolgate ingest).
+	Observations http.Handler
+	MaxBody      int64
 }
 
 // Handler returns the routes, each behind the admin token.
@@ -61,6 +64,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/agents/{agent}/tools/{tool}/call", s.admin(s.call))
 	mux.Handle("GET /v1/agents", s.admin(s.agents))
 	mux.Handle("POST /v1/policy/eval", s.admin(s.eval))
+	mux.Handle("POST /v1/agents/{agent}/observations", s.admin(s.Observations.ServeHTTP))
 	return mux
 }
 

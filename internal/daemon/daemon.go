@@ -26,6 +26,7 @@ import (
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/hooks/hookserver"
 	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
@@ -121,6 +122,12 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 
 	d.sock = agentsock.New(d.gw, agentsock.Options{Logger: log})
 	d.sock.Handle(egress.Pattern, egress.NewHandler(d.gw))
+	hs, err := hookserver.New(hookserver.Options{Gateway: d.gw, Audit: aw, AuditDir: cfg.Gateway.Audit.Dir, BoundArgs: d.bounder.Bound, Logger: log})
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	hs.Mount(d.sock)
 	d.door = mcp.New(d.gw, mcp.Options{Home: opts.Home, Logger: log, Visible: mcp.VisibleFromConfig(d.config)})
 	d.sock.Handle("/mcp", d.door.Handler(mcp.AgentIdentity(func(r *http.Request) (string, bool) {
 		agent := agentsock.Agent(r.Context())
@@ -130,7 +137,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		d.close()
 		return nil, err
 	}
-	api := &adminapi.Server{Gateway: d.gw, Tokens: tokens, Status: d.status, Explain: d.explain}
+	api := &adminapi.Server{Gateway: d.gw, Tokens: tokens, Status: d.status, Explain: d.explain, Observations: hs.Ingest()}
 	host := http.NewServeMux()
 	host.Handle("/mcp", auth.Require(tokens, auth.ScopeMCP, mcp.RouteOptions(api.RecordRefusal))(d.door.Handler(mcp.TokenIdentity)))
 	host.Handle("/", api.Handler())

@@ -11,6 +11,7 @@ import (
 	"github.com/toolgate/toolgate/internal/coretools"
 	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/hooks"
 	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/plugin"
 	"github.com/toolgate/toolgate/internal/policy"
@@ -38,6 +39,7 @@ func Build(cfg *config.Config) (*Built, error) {
 		Tools:  map[string]gateway.Tool{},
 		ByKind: map[gateway.Kind]gateway.Tool{
 			gateway.KindEgress: egress.NewTool(cfg.EgressAgents(), cfg.EgressOptions()),
+			gateway.KindHook:   hooks.Tool(),
 		},
 		Decider: eng,
 	}}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -89,6 +90,57 @@ agents:
 	}
 	if got := e.entries(audit.Filter{Agent: a, Tool: "gh"}); len(got) != 1 || got[0].Rule != "tools.allowlist" {
 		t.Fatalf("gh request not denied on record: %+v", got)
+	}
+	e.verify()
+}
+
+// TestClaudeCodeHooksThroughTheDaemon: the gate inside a sandbox is decided
+// by the agent's rules, and a transcript ingested through the CLI is recorded
+// as observations once.
+func TestClaudeCodeHooksThroughTheDaemon(t *testing.T) {
+	e := newEnv(t, "hooks")
+	a := e.agents[0]
+	e.writeConfig("      - name: no-rm-hook\n        deny: 'kind == \"hook\" && command.contains(\"rm -rf\")'\n        reason: no recursive removal by Claude either\n")
+	if err := e.d.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	input := func(cmd string) string {
+		return fmt.Sprintf(`{"session_id":"s1","transcript_path":"/tmp/t.jsonl","cwd":"/workspace","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":%q},"tool_use_id":"toolu_%d"}`, cmd, len(cmd))
+	}
+	gate := func(cmd string) string {
+		res, err := e.call(a, "exec", map[string]any{"argv": []string{"/tools/toolgate-client", "hook", "pre-tool-use"}, "stdin": input(cmd)})
+		if err != nil || *res.ExitCode != 0 {
+			t.Fatalf("gate: %v %+v", err, res)
+		}
+		return fmt.Sprint(out(res, "stdout"))
+	}
+	if got := gate("ls -la"); !strings.Contains(got, `"permissionDecision":"allow"`) {
+		t.Fatalf("allowed Bash: %s", got)
+	}
+	if got := gate("rm -rf /workspace"); !strings.Contains(got, `"permissionDecision":"deny"`) || !strings.Contains(got, "no recursive removal by Claude") {
+		t.Fatalf("denied Bash: %s", got)
+	}
+	if got := e.entries(audit.Filter{Agent: a, Type: "hook", Decision: "deny"}); len(got) != 1 || got[0].Tool != "Bash" || got[0].Session != "s1" {
+		t.Fatalf("hook denial on record: %+v", got)
+	}
+
+	toolgate, _ := testenv.Binaries(t)
+	sample := "/work/shared/reference/claude-code-samples/stream-json-deny-json.jsonl"
+	if _, err := os.Stat(sample); err != nil {
+		sample = "../hooks/testdata/claude-code-samples/stream-json-deny-json.jsonl"
+	}
+	// Ingesting twice records nothing the second time.
+	for i, again := range []bool{false, true} {
+		cmd := exec.Command(toolgate, "ingest", "stream-json", "--agent", a, sample)
+		cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+		o, err := cmd.CombinedOutput()
+		if err != nil || strings.Contains(string(o), "recorded 0 ") != again {
+			t.Fatalf("ingest #%d: %v %s", i+1, err, o)
+		}
+	}
+	observed := e.entries(audit.Filter{Agent: a, Type: "observed"})
+	if len(observed) == 0 || observed[0].Decision == "allow" || observed[0].Decision == "deny" {
+		t.Fatalf("observations: %+v", observed)
 	}
 	e.verify()
 }
