@@ -59,8 +59,9 @@ func BenchmarkExecTrue(b *testing.B) {
 	b.Run("admin-api", func(b *testing.B) {
 		timed(b, func() error { _, err := e.call(a, "exec", args); return err })
 	})
+	id := e.containerID(a)
 	b.Run("docker-cli", func(b *testing.B) {
-		timed(b, func() error { return exec.Command("docker", "exec", "toolgate-"+a, "true").Run() })
+		timed(b, func() error { return exec.Command("docker", "exec", id, "true").Run() })
 	})
 }
 

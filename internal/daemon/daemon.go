@@ -106,7 +106,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := docker.New(ctx, docker.Options{})
+	mgr, err := docker.New(ctx, docker.Options{Instance: docker.InstanceID(opts.Home), Logger: log})
 	if err != nil {
 		return nil, err
 	}

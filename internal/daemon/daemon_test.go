@@ -45,6 +45,23 @@ type env struct {
 	agents []string
 }
 
+// containerID is the id of the agent's sandbox container, as the daemon's
+// manager reports it (the test does not depend on how containers are named).
+func (e *env) containerID(agent string) string {
+	e.t.Helper()
+	st, err := e.d.docker.Status(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, s := range st {
+		if s.Agent == agent && s.ContainerID != "" {
+			return s.ContainerID
+		}
+	}
+	e.t.Fatalf("no container for agent %s: %+v", agent, st)
+	return ""
+}
+
 // agentYAML is one agent's config; %s is the agent name.
 const agentYAML = `  %s:
     limits: {maxWrite: 16m, maxOutput: 64k, execTimeout: 20s}
@@ -354,7 +371,7 @@ func TestSandboxKilledMidCall(t *testing.T) {
 		done <- err
 	}()
 	time.Sleep(time.Second) // let the exec start
-	if out, err := exec.Command("docker", "kill", "toolgate-"+a).CombinedOutput(); err != nil {
+	if out, err := exec.Command("docker", "kill", e.containerID(a)).CombinedOutput(); err != nil {
 		t.Fatalf("docker kill: %v %s", err, out)
 	}
 	select {

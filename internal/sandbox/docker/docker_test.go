@@ -45,7 +45,7 @@ func testMain(m *testing.M) int {
 	testImage = "toolgate/sandbox:test-" + fmt.Sprint(os.Getpid())
 
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	testMgr, dockerError = New(pctx, Options{})
+	testMgr, dockerError = New(pctx, Options{Instance: testInstance()})
 	cancel()
 	if dockerError != nil {
 		if os.Getenv("TOOLGATE_REQUIRE_DOCKER") == "1" {
@@ -88,6 +88,9 @@ func cleanupDocker(ctx context.Context) {
 	}
 	_, _ = cli.ImageRemove(ctx, testImage, client.ImageRemoveOptions{Force: true})
 }
+
+// testInstance is this run's instance id, so runs never share containers.
+func testInstance() string { return fmt.Sprintf("test%d", os.Getpid()) }
 
 // needDocker skips when the Engine is unreachable (fails under TOOLGATE_REQUIRE_DOCKER=1).
 func needDocker(t testing.TB) {
@@ -178,7 +181,7 @@ func TestSecurityDefaults(t *testing.T) {
 		{"user", c.Config.User == "1000:1000", c.Config.User},
 		{"tmpfs /tmp", strings.Contains(hc.Tmpfs["/tmp"], "size=64m"), hc.Tmpfs},
 		{"labels", c.Config.Labels[LabelManaged] == "true" && c.Config.Labels[LabelAgent] == spec.Agent && c.Config.Labels[LabelSpec] != "", c.Config.Labels},
-		{"name", c.Name == "/"+NamePrefix+spec.Agent, c.Name},
+		{"name", c.Name == "/"+testMgr.ContainerName(spec.Agent) && c.Config.Labels[LabelInstance] == testMgr.Instance(), c.Name},
 		{"init command", strings.Join(append([]string{c.Path}, c.Args...), " ") == "/tools/toolgate-client init", c.Path},
 	}
 	for _, ch := range checks {
@@ -213,7 +216,7 @@ func TestEnsureReattachesAcrossManagers(t *testing.T) {
 	spec, sb := newAgent(t)
 	mustRun(t, sb, "sh", "-c", "echo kept > /workspace/kept.txt")
 
-	m2, err := New(context.Background(), Options{})
+	m2, err := New(context.Background(), Options{Instance: testInstance()})
 	if err != nil {
 		t.Fatal(err)
 	}

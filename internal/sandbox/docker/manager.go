@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"sync"
@@ -31,22 +33,49 @@ const (
 	LabelManaged = "toolgate.managed"
 	LabelAgent   = "toolgate.agent"
 	LabelSpec    = "toolgate.spec"
-	NamePrefix   = "toolgate-"
+	// LabelInstance names the gateway home that owns the container: two
+	// homes on one host may both have an agent called demo.
+	LabelInstance = "toolgate.instance"
+	NamePrefix    = "toolgate-"
 )
 
 // specVersion is part of every spec hash: bump it when the container layout
 // built here changes, so existing sandboxes are recreated.
-const specVersion = "1"
+const specVersion = "2"
+
+// DefaultInstance is the instance of a Manager whose Options name none.
+const DefaultInstance = "default"
 
 // Options configure the connection to the Engine.
 type Options struct {
 	// Host overrides DOCKER_HOST, e.g. unix:///var/run/docker.sock.
 	Host string
+	// Instance tells this gateway's containers from other gateways' on the
+	// same Engine (InstanceID of the home); it is part of every container
+	// name and label. Empty: DefaultInstance.
+	Instance string
+	// Logger gets debug notes (executor fallbacks); nil: slog.Default().
+	Logger *slog.Logger
 }
+
+// InstanceID is the instance of a gateway home: the first 8 hex digits of
+// the SHA-256 of its absolute path, stable across restarts.
+func InstanceID(home string) string {
+	if abs, err := filepath.Abs(home); err == nil {
+		home = abs
+	}
+	sum := sha256.Sum256([]byte(filepath.Clean(home)))
+	return hex.EncodeToString(sum[:4])
+}
+
+// validInstance keeps instance ids within Docker's container name rules.
+var validInstance = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,31}$`)
 
 // Manager owns the agents' sandbox containers.
 type Manager struct {
-	cli *client.Client
+	cli      *client.Client
+	instance string
+	log      *slog.Logger
 
 	mu    sync.Mutex
 	specs map[string]sandbox.AgentSpec
@@ -59,6 +88,15 @@ var _ gateway.Sandboxes = (*Manager)(nil)
 // New connects to the Engine (DOCKER_HOST and friends, or opts.Host) and
 // negotiates the API version down to the engine's.
 func New(ctx context.Context, opts Options) (*Manager, error) {
+	if opts.Instance == "" {
+		opts.Instance = DefaultInstance
+	}
+	if !validInstance.MatchString(opts.Instance) {
+		return nil, fmt.Errorf("docker: invalid instance id %q", opts.Instance)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	copts := []client.Opt{client.FromEnv}
 	if opts.Host != "" {
 		copts = append(copts, client.WithHost(opts.Host))
@@ -73,15 +111,25 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("cannot reach the Docker Engine at %s: %v — is dockerd running?", host, err)
 	}
 	return &Manager{
-		cli:   cli,
-		specs: map[string]sandbox.AgentSpec{},
-		boxes: map[string]*Sandbox{},
-		locks: map[string]*sync.Mutex{},
+		cli:      cli,
+		instance: opts.Instance,
+		log:      opts.Logger,
+		specs:    map[string]sandbox.AgentSpec{},
+		boxes:    map[string]*Sandbox{},
+		locks:    map[string]*sync.Mutex{},
 	}, nil
 }
 
 // Close releases the Engine connection; containers keep running.
 func (m *Manager) Close() error { return m.cli.Close() }
+
+// Instance is the id that names and labels this manager's containers.
+func (m *Manager) Instance() string { return m.instance }
+
+// ContainerName is the agent's container name in this instance.
+func (m *Manager) ContainerName(agent string) string {
+	return NamePrefix + m.instance + "-" + agent
+}
 
 // APIVersion is the negotiated Engine API version.
 func (m *Manager) APIVersion() string { return m.cli.ClientVersion() }
@@ -176,12 +224,12 @@ func (m *Manager) ensure(ctx context.Context, spec sandbox.AgentSpec) (string, e
 	if err != nil {
 		return "", err
 	}
-	name := NamePrefix + spec.Agent
+	name := m.ContainerName(spec.Agent)
 	existing, err := m.findByName(ctx, name)
 	if err != nil {
 		return "", err
 	}
-	if existing != nil && existing.Labels[LabelSpec] == cfg.Labels[LabelSpec] && existing.Labels[LabelManaged] == "true" {
+	if existing != nil && existing.Labels[LabelSpec] == cfg.Labels[LabelSpec] && m.owns(existing) {
 		if existing.State == container.StateRunning {
 			return existing.ID, nil
 		}
@@ -191,8 +239,8 @@ func (m *Manager) ensure(ctx context.Context, spec sandbox.AgentSpec) (string, e
 		// Cannot start: fall through and recreate it.
 	}
 	if existing != nil {
-		if existing.Labels[LabelManaged] != "true" {
-			return "", fmt.Errorf("a container named %s exists and is not managed by toolgate; remove or rename it", name)
+		if !m.owns(existing) {
+			return "", fmt.Errorf("a container named %s exists and is not managed by this toolgate instance (%s); remove or rename it", name, m.instance)
 		}
 		if _, err := m.cli.ContainerRemove(ctx, existing.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
 			return "", fmt.Errorf("removing outdated container %s: %w", name, err)
@@ -228,7 +276,7 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (
 		Env:        spec.Env(),
 		User:       fmt.Sprintf("%d:%d", uid, gid),
 		WorkingDir: sandbox.WorkspacePath,
-		Labels:     map[string]string{LabelManaged: "true", LabelAgent: spec.Agent},
+		Labels:     map[string]string{LabelManaged: "true", LabelAgent: spec.Agent, LabelInstance: m.instance},
 	}
 	init := false
 	hc := &container.HostConfig{
@@ -302,6 +350,11 @@ func fileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// owns reports whether c is a toolgate container of this instance.
+func (m *Manager) owns(c *container.Summary) bool {
+	return c.Labels[LabelManaged] == "true" && c.Labels[LabelInstance] == m.instance
+}
+
 // findByName returns the container with exactly this name, or nil.
 func (m *Manager) findByName(ctx context.Context, name string) (*container.Summary, error) {
 	res, err := m.cli.ContainerList(ctx, client.ContainerListOptions{
@@ -333,11 +386,11 @@ func (m *Manager) Status(ctx context.Context) ([]sandbox.Status, error) {
 	out := make([]sandbox.Status, 0, len(agents))
 	for _, a := range agents {
 		st := sandbox.Status{Agent: a, State: "missing"}
-		c, err := m.findByName(ctx, NamePrefix+a)
+		c, err := m.findByName(ctx, m.ContainerName(a))
 		if err != nil {
 			return nil, err
 		}
-		if c != nil {
+		if c != nil && m.owns(c) {
 			st.ContainerID, st.Image, st.State = c.ID, c.Image, string(c.State)
 			ins, err := m.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
 			if err == nil && ins.Container.State != nil && ins.Container.State.Running {
@@ -351,8 +404,8 @@ func (m *Manager) Status(ctx context.Context) ([]sandbox.Status, error) {
 
 // Remove deletes the agent's container (not its workspace).
 func (m *Manager) Remove(ctx context.Context, agent string) error {
-	c, err := m.findByName(ctx, NamePrefix+agent)
-	if err != nil || c == nil {
+	c, err := m.findByName(ctx, m.ContainerName(agent))
+	if err != nil || c == nil || !m.owns(c) {
 		return err
 	}
 	m.mu.Lock()
