@@ -64,7 +64,9 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/agents/{agent}/tools/{tool}/call", s.admin(s.call))
 	mux.Handle("GET /v1/agents", s.admin(s.agents))
 	mux.Handle("POST /v1/policy/eval", s.admin(s.eval))
-	mux.Handle("POST /v1/agents/{agent}/observations", s.admin(s.Observations.ServeHTTP))
+	if s.Observations != nil {
+		mux.Handle("POST /v1/agents/{agent}/observations", s.admin(s.Observations.ServeHTTP))
+	}
 	return mux
 }
 
