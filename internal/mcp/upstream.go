@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -356,6 +357,13 @@ func (t *upstreamTool) Withheld() error {
 // Prepare checks that the arguments are one JSON object and that the tool
 // is not withheld; the upstream validates them against its schema.
 func (t *upstreamTool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
+	if call.Via == "socket" { // a launcher in the sandbox: its command line becomes the arguments
+		args, err := launcherArgs(call.Args)
+		if err != nil {
+			return fmt.Errorf("%s: %w", t.name, err)
+		}
+		call.Args = args
+	}
 	if err := decodeObject(call.Args); err != nil {
 		return fmt.Errorf("%s: %w", t.name, err)
 	}
@@ -380,7 +388,7 @@ func decodeObject(raw json.RawMessage) error {
 // Run calls the upstream. A crash or a dead connection fails this call and
 // makes the next one reconnect; a call that takes too long is abandoned at
 // the plugin's timeout. Either way other tools and servers are unaffected.
-func (t *upstreamTool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (*gateway.Result, error) {
+func (t *upstreamTool) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv) (*gateway.Result, error) {
 	sess, live, err := t.u.session(ctx)
 	if err != nil {
 		return nil, err
@@ -408,6 +416,11 @@ func (t *upstreamTool) Run(ctx context.Context, call *gateway.Call, _ *gateway.R
 		}
 	}
 	out := &gateway.Result{Output: t.u.secrets.Redact(strings.Join(text, "\n"))}
+	if env != nil && env.IO != nil && env.IO.Stdout != nil { // a launcher prints what it gets
+		if s, _ := out.Output.(string); s != "" {
+			_, _ = io.WriteString(env.IO.Stdout, s+"\n")
+		}
+	}
 	code := 0
 	if res.IsError {
 		code = 1

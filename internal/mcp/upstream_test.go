@@ -2,7 +2,9 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"github.com/toolgate/toolgate/internal/gateway"
 	"os"
 	"path/filepath"
 	"slices"
@@ -108,6 +110,14 @@ func TestUpstreamPinningAndFailures(t *testing.T) {
 	}
 	if res := call("up.echo"); res.IsError || !strings.Contains(callText(res), `upstream says {"msg":"hi"}`) {
 		t.Fatalf("up.echo: %q", callText(res))
+	}
+	// The same tool from a launcher in the sandbox (/tools/bin/up.echo --msg hi):
+	// the command line becomes the arguments and the answer is printed.
+	var stdout strings.Builder
+	res, err := f.gw.Handle(ctx, &gateway.Call{Agent: "a", Tool: "up.echo", Via: "socket",
+		Args: json.RawMessage(`{"argv":["--msg","hi from the sandbox"],"cwd":"/workspace"}`)}, &gateway.Streams{Stdout: &stdout})
+	if err != nil || *res.ExitCode != 0 || stdout.String() != `upstream says {"msg":"hi from the sandbox"}`+"\n" {
+		t.Fatalf("up.echo from a launcher: %v %q", err, stdout.String())
 	}
 	// A crash mid-call fails that call; the next call starts a new process.
 	if res := call("up.crash"); !res.IsError {
