@@ -1,37 +1,87 @@
 package client
 
 import (
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/sandbox"
 )
+
+// executorRestart is how long init waits before restarting a dead
+// executor, so one that cannot start does not spin.
+const executorRestart = 200 * time.Millisecond
 
 // cmdInit is PID 1. Orphans of every exec are reparented to it, so it reaps;
 // a PID 1 ignores signals it has no handler for, so it forwards SIGTERM to
 // everything and exits, which lets `docker stop` end the sandbox at once.
-// With egress it also serves the sandbox's HTTP proxy.
+// With egress it also serves the sandbox's HTTP proxy. When the executor
+// directory is mounted it keeps `toolgate-client executor` running: a
+// separate process, so this reaper never takes its children's statuses.
 func cmdInit(_ []string, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT)
 	startForwarder(stderr)
-	for sig := range sigs {
-		if sig == syscall.SIGCHLD {
-			reap()
-			continue
+	executor := 0 // pid; 0: none
+	var restart <-chan time.Time
+	launch := func() {
+		restart = nil
+		if executor = startExecutor(stderr); executor == 0 {
+			restart = time.After(executorRestart)
 		}
-		_ = syscall.Kill(-1, syscall.SIGTERM)
-		return 0
 	}
-	return 0
+	if fi, err := os.Stat(sandbox.ExecDirPath); err == nil && fi.IsDir() {
+		launch()
+	}
+	for {
+		select {
+		case <-restart:
+			launch()
+		case sig := <-sigs:
+			if sig != syscall.SIGCHLD {
+				_ = syscall.Kill(-1, syscall.SIGTERM)
+				return 0
+			}
+			if reap(executor) {
+				executor = 0
+				restart = time.After(executorRestart)
+			}
+		}
+	}
 }
 
-func reap() {
+// startExecutor starts the executor and returns its pid, 0 when it could
+// not start.
+func startExecutor(stderr io.Writer) int {
+	self, err := os.Executable()
+	if err != nil {
+		self = sandbox.ClientPath
+	}
+	cmd := exec.Command(self, "executor")
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "toolgate-client init: executor: %v\n", err)
+		return 0
+	}
+	// Never Wait: reap collects it and tells init when it is gone.
+	pid := cmd.Process.Pid
+	_ = cmd.Process.Release()
+	return pid
+}
+
+// reap collects every exited child and reports whether pid (> 0) was one of them.
+func reap(pid int) bool {
+	found := false
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-		if pid <= 0 || err != nil {
-			return
+		p, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if p <= 0 || err != nil {
+			return found
 		}
+		found = found || (pid > 0 && p == pid)
 	}
 }

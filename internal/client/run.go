@@ -46,12 +46,35 @@ func cmdRun(args []string, stderr io.Writer) int {
 		return 2
 	}
 
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Signals aimed at this wrapper (exec kill, docker stop) go to the group.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	return runCall(&callSpec{
+		argv: argv, stdio: [3]*os.File{os.Stdin, os.Stdout, os.Stderr},
+		timeout: *timeout, callID: *callID, signals: sigs,
+	}, stderr)
+}
+
+// callSpec is one call for runCall: `run` and the executor share it.
+type callSpec struct {
+	argv    []string
+	dir     string   // "": this process's
+	env     []string // nil: this process's
+	stdio   [3]*os.File
+	timeout time.Duration
+	callID  string
+	signals <-chan os.Signal // forwarded to the group
+	cancel  <-chan struct{}  // closed: kill the group (the caller is gone)
+}
+
+// runCall starts the call's argv as the leader of a new process group,
+// records the group under its call id, waits for the leader and then kills
+// the group. Messages go to stderr. It returns the exit code.
+func runCall(c *callSpec, stderr io.Writer) int {
+	cmd := exec.Command(c.argv[0], c.argv[1:]...)
+	cmd.Dir, cmd.Env = c.dir, c.env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.stdio[0], c.stdio[1], c.stdio[2]
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "toolgate-client run: %v\n", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -60,8 +83,8 @@ func cmdRun(args []string, stderr io.Writer) int {
 		return 126
 	}
 	pgid := cmd.Process.Pid
-	if *callID != "" {
-		f := filepath.Join(callsDir, *callID)
+	if c.callID != "" {
+		f := filepath.Join(callsDir, c.callID)
 		if err := writeFile(f, strconv.Itoa(pgid)); err != nil {
 			fmt.Fprintf(stderr, "toolgate-client run: recording call: %v\n", err)
 		} else {
@@ -72,8 +95,8 @@ func cmdRun(args []string, stderr io.Writer) int {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var expired <-chan time.Time
-	if *timeout > 0 {
-		t := time.NewTimer(*timeout)
+	if c.timeout > 0 {
+		t := time.NewTimer(c.timeout)
 		defer t.Stop()
 		expired = t.C
 	}
@@ -85,9 +108,12 @@ func cmdRun(args []string, stderr io.Writer) int {
 		case <-expired:
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			<-done
-			fmt.Fprintf(stderr, "toolgate: command timed out after %s; its process group was killed\n", *timeout)
+			fmt.Fprintf(stderr, "toolgate: command timed out after %s; its process group was killed\n", c.timeout)
 			return ExitTimeout
-		case s := <-sigs:
+		case <-c.cancel:
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			return exitCode(cmd, <-done)
+		case s := <-c.signals:
 			_ = syscall.Kill(-pgid, s.(syscall.Signal))
 		}
 	}

@@ -3,6 +3,7 @@ package docker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -69,9 +70,11 @@ func (s *Sandbox) current() (string, sandbox.AgentSpec) {
 	return s.id, s.spec
 }
 
-// Exec runs spec.Argv under the in-sandbox client, which owns the process
-// group, its timeout and its kill. Output streams to spec.Stdout/Stderr as
-// it arrives; draining is unbounded (caps are the caller's writers' job).
+// Exec runs spec.Argv with the in-sandbox client's semantics: its own
+// process group, the timeout and the kill apply to the whole tree. It goes
+// to the warm executor when there is one, else through an Engine exec.
+// Output streams to spec.Stdout/Stderr as it arrives; draining is
+// unbounded (caps are the caller's writers' job).
 func (s *Sandbox) Exec(ctx context.Context, spec *gateway.ExecSpec) (*gateway.ExecOutcome, error) {
 	if len(spec.Argv) == 0 {
 		return nil, fmt.Errorf("exec: empty argv")
@@ -83,6 +86,31 @@ func (s *Sandbox) Exec(ctx context.Context, spec *gateway.ExecSpec) (*gateway.Ex
 	if !sandbox.ValidCallID(callID) {
 		return nil, fmt.Errorf("exec: invalid call id %q", callID)
 	}
+	out, err := s.execExecutor(ctx, spec, callID)
+	if !errors.Is(err, errNoExecutor) {
+		return out, err
+	}
+	s.m.log.Debug("sandbox executor not used; exec through the Engine", "agent", s.agent, "reason", err)
+	return s.execEngine(ctx, spec, callID)
+}
+
+// execExecutor is Exec on the warm executor.
+func (s *Sandbox) execExecutor(ctx context.Context, spec *gateway.ExecSpec, callID string) (*gateway.ExecOutcome, error) {
+	_, box := s.current()
+	req := &sandbox.ExecRequest{
+		Argv:   spec.Argv,
+		Cwd:    spec.Cwd,
+		Env:    append(slices.Clip(spec.Env), box.CallEnv(callID)...),
+		CallID: callID,
+	}
+	if spec.Timeout > 0 {
+		req.Timeout = spec.Timeout.String()
+	}
+	return s.viaExecutor(ctx, req, spec.Stdin, orDiscard(spec.Stdout), orDiscard(spec.Stderr), spec.Timeout)
+}
+
+// execEngine is Exec through an Engine exec of `toolgate-client run`.
+func (s *Sandbox) execEngine(ctx context.Context, spec *gateway.ExecSpec, callID string) (*gateway.ExecOutcome, error) {
 	_, box := s.current()
 	opts := client.ExecCreateOptions{
 		Cmd:          sandbox.RunArgv(callID, spec.Timeout, spec.Argv),
@@ -228,10 +256,30 @@ func (s *Sandbox) killCall(ctx context.Context, callID string) {
 	_, _, _ = s.run(kctx, sandbox.KillArgv(callID), nil, nil)
 }
 
-// run executes a short helper argv (mkdir, mv, kill …) without the client
-// wrapper and returns its exit code and bounded stderr.
-// Stdout goes to stdout (nil: kept with stderr).
+// run executes a short helper argv (mkdir, mv, kill …) and returns its exit
+// code and bounded stderr. Stdout goes to stdout (nil: kept with stderr).
+// The warm executor runs it when there is one, else a bare Engine exec.
 func (s *Sandbox) run(ctx context.Context, argv []string, stdin []byte, stdout io.Writer) (int, string, error) {
+	errBuf := &capWriter{max: 4096}
+	if stdout == nil {
+		stdout = errBuf
+	}
+	var in io.Reader
+	if stdin != nil {
+		in = bytes.NewReader(stdin)
+	}
+	out, err := s.viaExecutor(ctx, &sandbox.ExecRequest{Argv: argv, CallID: gateway.NewID()}, in, stdout, errBuf, 0)
+	if err == nil {
+		return out.ExitCode, string(bytes.TrimSpace(errBuf.buf)), nil
+	}
+	if !errors.Is(err, errNoExecutor) {
+		return 0, "", err
+	}
+	return s.runEngine(ctx, argv, stdin, stdout, errBuf)
+}
+
+// runEngine is run through a bare Engine exec.
+func (s *Sandbox) runEngine(ctx context.Context, argv []string, stdin []byte, stdout io.Writer, errBuf *capWriter) (int, string, error) {
 	execID, att, err := s.start(ctx, client.ExecCreateOptions{
 		Cmd: argv, AttachStdin: stdin != nil, AttachStdout: true, AttachStderr: true,
 	})
@@ -244,10 +292,6 @@ func (s *Sandbox) run(ctx context.Context, argv []string, stdin []byte, stdout i
 			_, _ = att.Conn.Write(stdin)
 			_ = att.CloseWrite()
 		}()
-	}
-	errBuf := &capWriter{max: 4096}
-	if stdout == nil {
-		stdout = errBuf
 	}
 	copied := make(chan error, 1)
 	go func() {

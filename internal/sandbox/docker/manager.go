@@ -292,6 +292,9 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (
 			// The directory, not the socket: a restarted gateway's new
 			// socket appears in it. Only this agent's directory.
 			{Type: mount.TypeBind, Source: spec.SocketDir(), Target: sandbox.SocketDirPath, ReadOnly: true},
+			// The warm executor's socket: the sandbox's to write, so the
+			// host connects to it only through dialExecutor's checks.
+			{Type: mount.TypeBind, Source: spec.ExecDir(), Target: sandbox.ExecDirPath},
 		},
 		Tmpfs: map[string]string{
 			"/tmp":         "rw,nosuid,nodev,size=64m,mode=1777",
@@ -309,15 +312,26 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (
 }
 
 // prepareHostDirs creates the workspace, the tools/bin directory with the
-// agent's launchers, and the socket directory. As root, a workspace we
-// create (or find owned by root) is given to the sandbox user so the agent
-// can write it; the other two stay the gateway's.
+// agent's launchers, the socket directory and the executor directory. As
+// root, a workspace we create (or find owned by root) is given to the
+// sandbox user so the agent can write it, and so is the executor directory
+// (mode 0700); the other two stay the gateway's.
 func prepareHostDirs(spec sandbox.AgentSpec, uid, gid int) error {
 	if err := sandbox.WriteLaunchers(spec.ToolsBinDir(), spec.Tools); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(spec.SocketDir(), 0o755); err != nil {
 		return fmt.Errorf("socket directory: %w", err)
+	}
+	if err := os.MkdirAll(spec.ExecDir(), 0o700); err != nil {
+		return fmt.Errorf("executor directory: %w", err)
+	}
+	if os.Geteuid() == 0 {
+		// Lchown: the path is the gateway's (its parent is not the
+		// sandbox's), but never follow a link there anyway.
+		if err := os.Lchown(spec.ExecDir(), uid, gid); err != nil {
+			return fmt.Errorf("executor directory: %w", err)
+		}
 	}
 	if err := os.MkdirAll(spec.Workspace, 0o755); err != nil {
 		return fmt.Errorf("workspace: %w", err)

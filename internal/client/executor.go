@@ -1,0 +1,231 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/sandbox"
+)
+
+func init() {
+	commands["executor"] = command{"executor [--socket PATH]: serve the gateway's execs on a Unix socket (started by init)", cmdExecutor}
+}
+
+// drainGrace bounds how long a call's output is still read after its
+// process group is dead: a process that left the group may hold the pipes.
+const drainGrace = time.Second
+
+func cmdExecutor(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("executor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	socket := fs.String("socket", sandbox.ExecSocketPath, "Unix socket to serve on")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ln, err := ListenExecutor(*socket)
+	if err == nil {
+		err = ServeExecutor(ln)
+	}
+	fmt.Fprintf(stderr, "toolgate-client executor: %v\n", err)
+	return 1
+}
+
+// ListenExecutor replaces whatever is at path (a previous container's
+// socket) with a fresh socket only this user can connect to.
+func ListenExecutor(path string) (net.Listener, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// ServeExecutor serves exec requests on ln until it fails.
+func ServeExecutor(ln net.Listener) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+sandbox.ExecRoute, serveExec)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	return srv.Serve(ln)
+}
+
+// serveExec runs one call with run's semantics. The process group is
+// killed when the request's connection goes away.
+func serveExec(w http.ResponseWriter, r *http.Request) {
+	body := bufio.NewReaderSize(r.Body, 64<<10)
+	line, err := readLine(body, sandbox.MaxExecLine)
+	if err != nil {
+		http.Error(w, "request line: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	c, err := parseExecRequest(line)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var pipes [3][2]*os.File // [stdin, stdout, stderr][read, write]
+	for i := range pipes {
+		if pipes[i][0], pipes[i][1], err = os.Pipe(); err != nil {
+			for _, p := range pipes[:i] {
+				p[0].Close()
+				p[1].Close()
+			}
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	c.stdio = [3]*os.File{pipes[0][0], pipes[1][1], pipes[2][1]}
+	_ = http.NewResponseController(w).EnableFullDuplex()
+	out := newFrameOut(w)
+
+	cancel := make(chan struct{})
+	var cancelOnce sync.Once
+	gone := func() { cancelOnce.Do(func() { close(cancel) }) }
+	c.cancel = cancel
+	go func() {
+		select {
+		case <-r.Context().Done():
+			gone()
+		case <-cancel:
+		}
+	}()
+	go func() {
+		_, err := io.Copy(pipes[0][1], body)
+		pipes[0][1].Close()
+		var pe *os.PathError
+		if err != nil && !errors.As(err, &pe) {
+			gone() // the body broke, not the pipe: the connection is gone
+		}
+	}()
+	var wg sync.WaitGroup
+	for i, stderr := range []bool{false, true} {
+		rd := pipes[i+1][0]
+		wg.Go(func() {
+			defer rd.Close()
+			buf := make([]byte, sandbox.ExecChunk)
+			for {
+				n, err := rd.Read(buf)
+				if n > 0 {
+					fr := &sandbox.ExecFrame{Stdout: buf[:n]}
+					if stderr {
+						fr = &sandbox.ExecFrame{Stderr: buf[:n]}
+					}
+					if out.write(fr) != nil {
+						gone()
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+
+	start := time.Now()
+	code := runCall(c, pipes[2][1])
+	pipes[0][0].Close()
+	pipes[1][1].Close()
+	pipes[2][1].Close()
+	drained := make(chan struct{})
+	go func() { wg.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainGrace):
+		pipes[1][0].Close()
+		pipes[2][0].Close()
+		<-drained
+	}
+	timedOut := c.timeout > 0 && code == ExitTimeout && time.Since(start) >= c.timeout
+	_ = out.write(&sandbox.ExecFrame{Exit: &sandbox.ExecExit{ExitCode: code, TimedOut: timedOut}})
+	gone()
+}
+
+// parseExecRequest checks a request line; the environment is this
+// process's (the container's) plus the request's.
+func parseExecRequest(line []byte) (*callSpec, error) {
+	var req sandbox.ExecRequest
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, fmt.Errorf("bad request: %w", err)
+	}
+	if len(req.Argv) == 0 || req.Argv[0] == "" {
+		return nil, errors.New("bad request: empty argv")
+	}
+	if req.CallID != "" && !sandbox.ValidCallID(req.CallID) {
+		return nil, fmt.Errorf("bad request: invalid call id %q", req.CallID)
+	}
+	if req.Cwd != "" && !filepath.IsAbs(req.Cwd) {
+		return nil, fmt.Errorf("bad request: cwd %q is not absolute", req.Cwd)
+	}
+	c := &callSpec{argv: req.Argv, dir: req.Cwd, callID: req.CallID, env: append(os.Environ(), req.Env...)}
+	if req.Timeout != "" {
+		d, err := time.ParseDuration(req.Timeout)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("bad request: timeout %q", req.Timeout)
+		}
+		c.timeout = d
+	}
+	return c, nil
+}
+
+// readLine reads one \n-terminated line of at most max bytes.
+func readLine(r *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		part, err := r.ReadSlice('\n')
+		line = append(line, part...)
+		if len(line) > max {
+			return nil, fmt.Errorf("longer than %d bytes", max)
+		}
+		if err == nil {
+			return line, nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return nil, err
+		}
+	}
+}
+
+// frameOut writes frames to the streamed response, flushing each.
+type frameOut struct {
+	mu  sync.Mutex
+	w   http.ResponseWriter
+	enc *json.Encoder
+	err error
+}
+
+func newFrameOut(w http.ResponseWriter) *frameOut {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	return &frameOut{w: w, enc: json.NewEncoder(w)}
+}
+
+func (f *frameOut) write(fr *sandbox.ExecFrame) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil {
+		if f.err = f.enc.Encode(fr); f.err == nil {
+			f.err = http.NewResponseController(f.w).Flush()
+		}
+	}
+	return f.err
+}
