@@ -172,6 +172,34 @@ func (w *Writer) Append(e *gateway.Entry) error {
 	return <-r.done
 }
 
+// Enqueue chains and writes e like Append but returns at once: the entry is
+// durable moments later, ordered before anything appended after it. A
+// failure is logged and makes every later Append fail, so the calls that
+// follow are refused. The gateway enqueues result entries, whose call's
+// decision was durable before it ran.
+func (w *Writer) Enqueue(e *gateway.Entry) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		w.log.Error("audit: entry enqueued after close, not recorded", "id", e.ID)
+		return
+	}
+	w.reqs <- &request{e: e, done: make(chan error, 1)}
+}
+
+// Flush returns once everything enqueued before it is durable (or failed).
+func (w *Writer) Flush() error {
+	r := &request{done: make(chan error, 1)} // no entry: a barrier
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		return ErrClosed
+	}
+	w.reqs <- r
+	w.mu.RUnlock()
+	return <-r.done
+}
+
 // Close waits for queued entries to be written and closes the files.
 func (w *Writer) Close() error {
 	w.mu.Lock()
@@ -237,8 +265,13 @@ func (w *Writer) commit(batch []*request) {
 			r.done <- w.err
 			continue
 		}
+		if r.e == nil { // a Flush barrier: answered with this batch's fsync
+			pending = append(pending, r)
+			continue
+		}
 		w.enc.Reset()
 		if err := encodeLine(&w.enc, w.encoder, r.e, w.last); err != nil {
+			w.log.Error("audit: entry not encodable, not recorded", "id", r.e.ID, "err", err)
 			r.done <- err
 			continue
 		}

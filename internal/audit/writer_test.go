@@ -238,3 +238,39 @@ func TestAppendFailsClosed(t *testing.T) {
 	write(t, dir, Options{}, 3, 1) // reopening recovers
 	verifyOK(t, dir, 2)
 }
+
+// TestEnqueueOrderedAndFlushed: enqueued entries keep their place in the
+// chain and are on disk once Flush returns.
+func TestEnqueueOrderedAndFlushed(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := range 50 {
+		e := &gateway.Entry{ID: fmt.Sprint(i), Phase: gateway.PhaseResult, Agent: "a", Type: gateway.KindCore, Tool: "exec", Decision: "allow"}
+		if i%2 == 0 {
+			w.Enqueue(e)
+		} else if err := w.Append(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	if err := Query(dir, Filter{}, func(e *gateway.Entry) error { ids = append(ids, e.ID); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 50 || ids[0] != "0" || ids[49] != "49" {
+		t.Fatalf("entries on disk after Flush: %v", ids)
+	}
+	if rep, err := Verify(dir); err != nil || !rep.OK() {
+		t.Fatalf("verify: %v %v", err, rep.Bad)
+	}
+	w.Close()
+	if err := w.Flush(); err != ErrClosed {
+		t.Fatalf("Flush after Close: %v", err)
+	}
+}

@@ -118,7 +118,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	d := &Daemon{opts: opts, log: log, audit: aw, docker: mgr, client: client, built: built}
 	d.bounder = audit.NewBounder(cfg.Gateway.Audit.MaxArgBytes)
 	d.bounder.AddSecrets(built.Secrets.Values()...)
-	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: mgr, BoundArgs: d.bounder.Bound, Logger: log}, built.Snapshot)
+	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: mgr, BoundArgs: d.bounder.Bound, Logger: log, AsyncResults: true}, built.Snapshot)
 
 	d.sock = agentsock.New(d.gw, agentsock.Options{Logger: log})
 	d.sock.Handle(egress.Pattern, egress.NewHandler(d.gw))

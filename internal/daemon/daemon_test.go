@@ -152,6 +152,9 @@ func (e *env) raw(method, path, token, body string) (int, map[string]any) {
 }
 
 func (e *env) entries(f audit.Filter) []*gateway.Entry {
+	if err := e.d.audit.Flush(); err != nil { // result entries are written behind the answer
+		e.t.Fatal(err)
+	}
 	var out []*gateway.Entry
 	if err := audit.Query(filepath.Join(e.home, "logs"), f, func(en *gateway.Entry) error {
 		out = append(out, en)
@@ -164,6 +167,9 @@ func (e *env) entries(f audit.Filter) []*gateway.Entry {
 
 func (e *env) verify() {
 	e.t.Helper()
+	if err := e.d.audit.Flush(); err != nil {
+		e.t.Fatal(err)
+	}
 	rep, err := audit.Verify(filepath.Join(e.home, "logs"))
 	if err != nil || !rep.OK() {
 		e.t.Fatalf("audit verify: %v %v", err, rep.Bad)

@@ -74,6 +74,7 @@ agents:
 		t.Fatal("the secret is visible inside the sandbox")
 	}
 	// Nor in the audit log.
+	e.entries(audit.Filter{}) // flushed
 	logs, _ := os.ReadFile(filepath.Join(e.home, "logs", audit.CurrentFile))
 	if strings.Contains(string(logs), secret) || !strings.Contains(string(logs), `"tool":"sum"`) {
 		t.Fatal("the secret is in the audit log (or sum is not)")

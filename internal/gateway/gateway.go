@@ -46,6 +46,12 @@ type Options struct {
 	// strings cut, secrets redacted). Nil keeps them as sent.
 	BoundArgs func(json.RawMessage) json.RawMessage
 	Logger    *slog.Logger
+	// AsyncResults lets a call's caller have its outcome without waiting
+	// for the result entry's fsync, when the sink is an AuditQueue. The
+	// decision entry is always durable before the call runs; the result is
+	// ordered behind it and durable moments later. It saves one fsync per
+	// call on the caller's path.
+	AsyncResults bool
 }
 
 // Gateway is the one pipeline.
@@ -125,7 +131,9 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 	if err != nil {
 		result.Error = err.Error()
 	}
-	if aerr := g.opts.Audit.Append(result); aerr != nil {
+	if q, ok := g.opts.Audit.(AuditQueue); ok && g.opts.AsyncResults {
+		q.Enqueue(result)
+	} else if aerr := g.opts.Audit.Append(result); aerr != nil {
 		// The call already ran and its decision is on record; the caller still
 		// gets the outcome, and the operator a loud log line.
 		g.opts.Logger.Error("audit append of result failed", "id", call.ID, "err", aerr)

@@ -177,3 +177,30 @@ func TestNewIDUniqueAndOrdered(t *testing.T) {
 		seen[id], prev = true, id[:16]
 	}
 }
+
+// queueSink records which path each entry took.
+type queueSink struct {
+	memSink
+	queued []*Entry
+}
+
+func (q *queueSink) Enqueue(e *Entry) { q.queued = append(q.queued, e) }
+
+// TestAsyncResults: with AsyncResults the result entry is enqueued, the
+// decision still appended (durable) before the tool runs.
+func TestAsyncResults(t *testing.T) {
+	for _, async := range []bool{false, true} {
+		sink, tool := &queueSink{}, &fakeTool{}
+		g := New(Options{Audit: sink, AsyncResults: async}, newTestGateway(&sink.memSink, tool).Snapshot())
+		if _, err := g.Handle(context.Background(), &Call{Agent: "a", Tool: "echo", Args: json.RawMessage(`{}`)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		wantQueued := 0
+		if async {
+			wantQueued = 1
+		}
+		if len(sink.queued) != wantQueued || len(sink.entries) != 2-wantQueued || sink.entries[0].Phase != PhaseDecision {
+			t.Fatalf("async=%v: appended %d, queued %d", async, len(sink.entries), len(sink.queued))
+		}
+	}
+}

@@ -18,6 +18,12 @@ type AuditSink interface {
 	Append(e *Entry) error
 }
 
+// AuditQueue is implemented by sinks that can take an entry without the
+// caller waiting for it to be durable; see Options.AsyncResults.
+type AuditQueue interface {
+	Enqueue(e *Entry)
+}
+
 // Tool is anything the gateway can run: a core tool, a plugin handler.
 // Adding a tool is implementing this and registering it; the pipeline never
 // switches on tool names.
