@@ -12,9 +12,13 @@ import (
 	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
-// executorRestart is how long init waits before restarting a dead
-// executor, so one that cannot start does not spin.
-const executorRestart = 200 * time.Millisecond
+// A dead executor is restarted after a delay that doubles, up to
+// maxExecutorRestart, while it keeps dying young: one that cannot start
+// (e.g. an executor directory it may not write) must not spin.
+const (
+	executorRestart    = 200 * time.Millisecond
+	maxExecutorRestart = 30 * time.Second
+)
 
 // cmdInit is PID 1. Orphans of every exec are reparented to it, so it reaps;
 // a PID 1 ignores signals it has no handler for, so it forwards SIGTERM to
@@ -28,10 +32,19 @@ func cmdInit(_ []string, stderr io.Writer) int {
 	startForwarder(stderr)
 	executor := 0 // pid; 0: none
 	var restart <-chan time.Time
+	var started time.Time
+	delay := executorRestart
+	retry := func() {
+		if time.Since(started) > maxExecutorRestart {
+			delay = executorRestart // it ran a good while: not a failing start
+		}
+		restart = time.After(delay)
+		delay = min(2*delay, maxExecutorRestart)
+	}
 	launch := func() {
-		restart = nil
+		restart, started = nil, time.Now()
 		if executor = startExecutor(stderr); executor == 0 {
-			restart = time.After(executorRestart)
+			retry()
 		}
 	}
 	if fi, err := os.Stat(sandbox.ExecDirPath); err == nil && fi.IsDir() {
@@ -48,7 +61,7 @@ func cmdInit(_ []string, stderr io.Writer) int {
 			}
 			if reap(executor) {
 				executor = 0
-				restart = time.After(executorRestart)
+				retry()
 			}
 		}
 	}
