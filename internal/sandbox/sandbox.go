@@ -182,3 +182,10 @@ func ValidCallID(id string) bool {
 	}
 	return true
 }
+
+// FileHeader is the first line `toolgate-client get` prints before a
+// file's bytes: the gateway's read learns the full size and mode from it.
+type FileHeader struct {
+	Size int64  `json:"size"`
+	Mode uint32 `json:"mode"`
+}

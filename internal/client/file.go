@@ -1,0 +1,122 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/toolgate/toolgate/internal/sandbox"
+)
+
+// The gateway's read and write run these inside the sandbox, as the sandbox
+// user, through the warm executor: paths and symlinks resolve exactly as the
+// sandbox sees them, with its permissions, and no shell is involved.
+func init() {
+	commands["get"] = command{"get PATH [LIMIT]: a header line {size,mode}, then at most LIMIT bytes of the file", cmdGet}
+	commands["put"] = command{"put PATH: replace PATH atomically with stdin (parents created, an existing file's mode kept)", cmdPut}
+}
+
+func cmdGet(args []string, stderr io.Writer) int {
+	if len(args) < 1 || len(args) > 2 {
+		fmt.Fprintln(stderr, "usage: toolgate-client get PATH [LIMIT]")
+		return 2
+	}
+	limit := int64(-1)
+	if len(args) == 2 {
+		n, err := strconv.ParseInt(args[1], 10, 64)
+		if err != nil {
+			fmt.Fprintf(stderr, "get: bad limit %q\n", args[1])
+			return 2
+		}
+		limit = n
+	}
+	if err := get(args[0], limit, os.Stdout); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func get(path string, limit int64, w io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	switch {
+	case st.IsDir():
+		return fmt.Errorf("%s: is a directory", path)
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("%s: not a regular file (%s)", path, st.Mode().Type())
+	}
+	hdr, _ := json.Marshal(sandbox.FileHeader{Size: st.Size(), Mode: uint32(st.Mode().Perm())})
+	if _, err := w.Write(append(hdr, '\n')); err != nil {
+		return err
+	}
+	var r io.Reader = f
+	if limit >= 0 {
+		r = io.LimitReader(f, limit)
+	}
+	_, err = io.Copy(w, r)
+	return err
+}
+
+func cmdPut(args []string, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: toolgate-client put PATH < CONTENT")
+		return 2
+	}
+	if err := put(args[0], os.Stdin); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// put writes r to a temporary file beside path, syncs it and renames it
+// over path, so a reader sees the old file or the new one, never a part.
+func put(path string, r io.Reader) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	mode := fs.FileMode(0o644)
+	if st, err := os.Stat(path); err == nil {
+		if st.IsDir() {
+			return fmt.Errorf("%s: is a directory", path)
+		}
+		if st.Mode().IsRegular() {
+			mode = st.Mode().Perm()
+		}
+	}
+	tmp, err := os.CreateTemp(dir, ".toolgate-tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(tmp, r)
+	if err == nil {
+		err = tmp.Chmod(mode)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
+}
