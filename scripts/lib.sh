@@ -31,9 +31,11 @@ ensure_dockerd() {
   return 1
 }
 
-# build puts toolgate and the static in-sandbox client into bin/.
+# build puts toolgate and the static in-sandbox binaries (the client and
+# the lean launcher, which the daemon finds beside it) into bin/.
 build() {
   mkdir -p bin
   go build -o bin/toolgate ./cmd/toolgate
   CGO_ENABLED=0 go build -o bin/toolgate-client ./cmd/toolgate-client
+  CGO_ENABLED=0 go build -o bin/toolgate-launch ./cmd/toolgate-launch
 }

@@ -5,6 +5,7 @@ package client
 
 import (
 	"fmt"
+	"github.com/toolgate/toolgate/internal/launcher"
 	"io"
 	"os"
 	"path/filepath"
@@ -34,7 +35,7 @@ var commands = map[string]command{
 func MultiCall(argv []string) int {
 	if len(argv) > 0 {
 		if name := filepath.Base(argv[0]); name != Name {
-			return Launch(name, argv[1:])
+			return launcher.Launch(name, argv[1:])
 		}
 		argv = argv[1:]
 	}
@@ -46,7 +47,7 @@ func cmdCall(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "toolgate-client call: no tool named")
 		return 2
 	}
-	return Launch(args[0], args[1:])
+	return launcher.Launch(args[0], args[1:])
 }
 
 // Main runs the subcommand named by args[0] and returns the exit code.

@@ -15,9 +15,6 @@ import (
 // The test binary doubles as toolgate-client so run/kill are tested as the
 // separate processes they are in a sandbox.
 func TestMain(m *testing.M) {
-	if os.Getenv("TOOLGATE_CLIENT_TEST_LAUNCH") == "1" {
-		os.Exit(MultiCall(os.Args))
-	}
 	if dir := os.Getenv("TOOLGATE_CLIENT_TEST_CALLS"); dir != "" {
 		callsDir = dir
 		os.Exit(Main(os.Args[1:]))

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/toolgate/toolgate/internal/launcher"
 	"io"
 	"log"
 	"net"
@@ -134,10 +135,10 @@ func (e *ProxyError) Error() string { return e.Message }
 // Tunnel opens a connection to target (host:port) through the gateway,
 // attributed to the exec call parent ("" for none).
 func (f *Forwarder) Tunnel(ctx context.Context, target, parent string) (net.Conn, error) {
-	d := net.Dialer{Timeout: dialTimeout}
+	d := net.Dialer{Timeout: launcher.DialTimeout}
 	c, err := d.DialContext(ctx, "unix", f.socket)
 	if err != nil {
-		return nil, &ProxyError{http.StatusBadGateway, fmt.Sprintf("toolgate egress: gateway unavailable at %s: %v", f.socket, unwrapOp(err))}
+		return nil, &ProxyError{http.StatusBadGateway, fmt.Sprintf("toolgate egress: gateway unavailable at %s: %v", f.socket, launcher.UnwrapOp(err))}
 	}
 	// The handshake — decision, audit, resolution and dial on the host —
 	// ends with ctx (the client gave up).
@@ -161,7 +162,7 @@ func (f *Forwarder) Tunnel(ctx context.Context, target, parent string) (net.Conn
 	}
 	if err != nil {
 		c.Close()
-		return nil, &ProxyError{http.StatusBadGateway, fmt.Sprintf("toolgate egress: talking to the gateway: %v", unwrapOp(err))}
+		return nil, &ProxyError{http.StatusBadGateway, fmt.Sprintf("toolgate egress: talking to the gateway: %v", launcher.UnwrapOp(err))}
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer c.Close()

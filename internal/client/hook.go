@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/toolgate/toolgate/internal/launcher"
 	"io"
 	"net"
 	"os"
@@ -208,7 +209,7 @@ func exists(p string) bool {
 func post(sock, path string, body []byte, deadline time.Time, out any) error {
 	conn, err := net.DialTimeout("unix", sock, time.Until(deadline))
 	if err != nil {
-		return fmt.Errorf("gateway unavailable at %s: %v", sock, unwrapOp(err))
+		return fmt.Errorf("gateway unavailable at %s: %v", sock, launcher.UnwrapOp(err))
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(deadline)
@@ -220,27 +221,27 @@ func post(sock, path string, body []byte, deadline time.Time, out any) error {
 	req = append(req, "\r\n\r\n"...)
 	req = append(req, body...)
 	if _, err := conn.Write(req); err != nil {
-		return fmt.Errorf("sending to the gateway: %v", unwrapOp(err))
+		return fmt.Errorf("sending to the gateway: %v", launcher.UnwrapOp(err))
 	}
 	br := bufio.NewReaderSize(conn, 4<<10)
-	status, chunked, length, err := readHead(br)
+	status, chunked, length, err := launcher.ReadHead(br)
 	if err != nil {
-		return fmt.Errorf("no answer from the gateway (restarting?): %v", unwrapOp(err))
+		return fmt.Errorf("no answer from the gateway (restarting?): %v", launcher.UnwrapOp(err))
 	}
 	var rd io.Reader = br
 	switch {
 	case chunked:
-		rd = &chunkedReader{r: br}
+		rd = launcher.NewChunkedReader(br)
 	case length >= 0:
 		rd = io.LimitReader(br, length)
 	}
 	b, err := io.ReadAll(io.LimitReader(rd, 1<<20))
 	if err != nil {
-		return fmt.Errorf("reading the gateway's answer: %v", unwrapOp(err))
+		return fmt.Errorf("reading the gateway's answer: %v", launcher.UnwrapOp(err))
 	}
 	if status != 200 {
 		var e struct {
-			Error *respError `json:"error"`
+			Error *launcher.RespError `json:"error"`
 		}
 		if json.Unmarshal(b, &e) == nil && e.Error != nil {
 			return fmt.Errorf("gateway answered %d: %s", status, e.Error.Message)

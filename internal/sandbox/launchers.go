@@ -11,15 +11,15 @@ import (
 // that is not the client itself.
 func ValidToolName(name string) bool {
 	return name != "" && name != "." && name != ".." && len(name) <= 128 &&
-		filepath.Base(name) == name && name != filepath.Base(ClientPath)
+		filepath.Base(name) == name && name != filepath.Base(ClientPath) && name != filepath.Base(LauncherPath)
 }
 
 // WriteLaunchers makes dir (the host side of ToolsBinPath) hold exactly one
-// launcher per tool: a symlink to the in-sandbox client, which calls the
-// tool it is named after. Anything else in dir is removed, so a tool taken
+// launcher per tool: a symlink to target (LauncherPath or ClientPath inside
+// the sandbox), which calls the tool it is named after. Anything else in dir is removed, so a tool taken
 // from the agent disappears from its PATH. Each link is replaced by rename,
 // so a sandbox never sees a missing launcher for a tool it keeps.
-func WriteLaunchers(dir string, tools []string) error {
+func WriteLaunchers(dir string, tools []string, target string) error {
 	want := make(map[string]bool, len(tools))
 	for _, t := range tools {
 		if !ValidToolName(t) {
@@ -37,7 +37,7 @@ func WriteLaunchers(dir string, tools []string) error {
 	var errs []error
 	for _, e := range entries {
 		if want[e.Name()] {
-			if target, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && target == ClientPath {
+			if got, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && got == target {
 				delete(want, e.Name()) // already right
 				continue
 			}
@@ -49,7 +49,7 @@ func WriteLaunchers(dir string, tools []string) error {
 	for t := range want {
 		tmp := filepath.Join(dir, "."+t+".new")
 		_ = os.Remove(tmp)
-		if err := os.Symlink(ClientPath, tmp); err != nil {
+		if err := os.Symlink(target, tmp); err != nil {
 			errs = append(errs, err)
 			continue
 		}

@@ -5,6 +5,7 @@
 package sandbox
 
 import (
+	"os"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -19,6 +20,9 @@ const (
 	WorkspacePath = "/workspace"
 	ToolsBinPath  = "/tools/bin"
 	ClientPath    = "/tools/toolgate-client"
+	// LauncherPath is the lean launcher every /tools/bin/NAME links to
+	// when the host has toolgate-launch beside the client binary.
+	LauncherPath = "/tools/toolgate-launch"
 	RunDir        = "/run/toolgate" // tmpfs: per-call state; the agent socket dir is mounted below it
 	CallsDir      = RunDir + "/calls"
 	// SocketDirPath is where the agent's host socket directory is mounted
@@ -188,4 +192,23 @@ func ValidCallID(id string) bool {
 type FileHeader struct {
 	Size int64  `json:"size"`
 	Mode uint32 `json:"mode"`
+}
+
+// LauncherBinary is the host path of toolgate-launch when it sits beside
+// the client binary, as the build puts it; "" otherwise, and the launchers
+// then run the client itself (the same call, a slower start).
+func (s AgentSpec) LauncherBinary() string {
+	p := filepath.Join(filepath.Dir(s.ClientBinary), "toolgate-launch")
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+		return p
+	}
+	return ""
+}
+
+// LauncherTarget is what each /tools/bin/NAME links to inside the sandbox.
+func (s AgentSpec) LauncherTarget() string {
+	if s.LauncherBinary() != "" {
+		return LauncherPath
+	}
+	return ClientPath
 }

@@ -57,8 +57,9 @@ var (
 	buildErr  error
 )
 
-// Binaries builds toolgate and the static toolgate-client once per test
-// process and returns their paths (side by side, as the daemon expects).
+// Binaries builds toolgate and the static toolgate-client and
+// toolgate-launch once per test process, side by side as the daemon expects,
+// and returns the paths of the first two.
 func Binaries(t testing.TB) (toolgate, clientBin string) {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -69,6 +70,7 @@ func Binaries(t testing.TB) (toolgate, clientBin string) {
 		for _, b := range []struct{ out, pkg string }{
 			{"toolgate", "github.com/toolgate/toolgate/cmd/toolgate"},
 			{"toolgate-client", "github.com/toolgate/toolgate/cmd/toolgate-client"},
+			{"toolgate-launch", "github.com/toolgate/toolgate/cmd/toolgate-launch"},
 		} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(buildDir, b.out), b.pkg)
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/toolgate/toolgate/internal/testenv/timing"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -183,12 +183,7 @@ func TestHooksInSandbox(t *testing.T) {
 //	go test ./internal/hooks/hookserver -run '^$' -bench HooksInSandbox -benchtime 500x
 func BenchmarkHooksInSandbox(b *testing.B) {
 	s := newSandboxEnv(b)
-	driver := filepath.Join(s.workspace, "benchdriver")
-	build := exec.Command("go", "build", "-o", driver, "./testdata/benchdriver")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("%v\n%s", err, out)
-	}
+	timing.Build(b, s.workspace)
 	for name, data := range map[string][]byte{
 		"pre.json":  sample(b, "hook-input-PreToolUse-Bash.json"),
 		"post.json": sample(b, "hook-input-PostToolUse-Bash.json"),
@@ -204,17 +199,14 @@ func BenchmarkHooksInSandbox(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			n := max(b.N, 20) // percentiles of fewer runs mean little
-			cmd := fmt.Sprintf("/workspace/benchdriver -n %d -in /workspace/%s /bin/sh -c %q", n, c.in, c.cmd)
+			cmd := fmt.Sprintf("/workspace/timer -n %d -in /workspace/%s /bin/sh -c %q", n, c.in, c.cmd)
 			code, stdout, stderr := s.hook(b, cmd, nil)
-			var r struct {
-				P50 float64 `json:"p50_us"`
-				P99 float64 `json:"p99_us"`
-			}
+			var r timing.Latency
 			if code != 0 || json.Unmarshal([]byte(stdout), &r) != nil {
 				b.Fatalf("driver: exit %d %s %s", code, stdout, stderr)
 			}
-			b.ReportMetric(r.P50/1000, "p50-ms")
-			b.ReportMetric(r.P99/1000, "p99-ms")
+			b.ReportMetric(float64(r.P50)/1000, "p50-ms")
+			b.ReportMetric(float64(r.P99)/1000, "p99-ms")
 			b.ReportMetric(float64(n), "runs")
 		})
 	}

@@ -66,10 +66,12 @@ func testMain(m *testing.M) int {
 
 func setupDocker(ctx context.Context) error {
 	testClient = filepath.Join(testTmp, "toolgate-client")
-	build := exec.Command("go", "build", "-o", testClient, "github.com/toolgate/toolgate/cmd/toolgate-client")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building toolgate-client: %v\n%s", err, out)
+	for _, bin := range []string{"toolgate-client", "toolgate-launch"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(testTmp, bin), "github.com/toolgate/toolgate/cmd/"+bin)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %v\n%s", bin, err, out)
+		}
 	}
 	_, err := testMgr.BuildDefaultImage(ctx, testImage, true)
 	return err
@@ -238,7 +240,7 @@ func TestSecurityDefaults(t *testing.T) {
 	for _, m := range c.Mounts {
 		mounts[m.Destination] = m.RW
 	}
-	for dst, rw := range map[string]bool{"/workspace": true, "/tools/toolgate-client": false, "/tools/bin": false} {
+	for dst, rw := range map[string]bool{"/workspace": true, "/tools/toolgate-client": false, "/tools/toolgate-launch": false, "/tools/bin": false} {
 		if got, ok := mounts[dst]; !ok || got != rw {
 			t.Errorf("mount %s: present=%v rw=%v, want rw=%v", dst, ok, got, rw)
 		}

@@ -133,8 +133,9 @@ func DefaultRootfs(busybox string) ([]byte, error) {
 	}
 	file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nagent:x:1000:1000:agent:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"))
 	file("etc/group", 0o644, []byte("root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n"))
-	// Mount point of the client binary: the root is read-only at run time.
+	// Mount points of the client and launcher binaries: the root is read-only at run time.
 	file("tools/toolgate-client", 0o755, nil)
+	file("tools/toolgate-launch", 0o755, nil)
 	if err == nil {
 		err = tw.Close()
 	}

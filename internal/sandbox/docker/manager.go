@@ -148,7 +148,7 @@ func (m *Manager) SetSpecs(specs []sandbox.AgentSpec) error {
 	var errs []error
 	for _, s := range specs {
 		next[s.Agent] = s
-		if err := sandbox.WriteLaunchers(s.ToolsBinDir(), s.Tools); err != nil {
+		if err := sandbox.WriteLaunchers(s.ToolsBinDir(), s.Tools, s.LauncherTarget()); err != nil {
 			errs = append(errs, fmt.Errorf("agent %s: %w", s.Agent, err))
 		}
 		if old, ok := m.specs[s.Agent]; ok && !old.SameSandbox(s) {
@@ -268,6 +268,12 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (
 	if err != nil {
 		return nil, nil, fmt.Errorf("toolgate-client binary: %w", err)
 	}
+	var launcherSum string
+	if lb := spec.LauncherBinary(); lb != "" {
+		if launcherSum, err = fileSHA256(lb); err != nil {
+			return nil, nil, fmt.Errorf("toolgate-launch binary: %w", err)
+		}
+	}
 	uid, gid, _ := sandbox.ParseUser(spec.UserOrDefault())
 	pids := spec.Pids
 	cfg := &container.Config{
@@ -305,8 +311,11 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (
 	if pids > 0 {
 		hc.PidsLimit = &pids
 	}
+	if lb := spec.LauncherBinary(); lb != "" {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: lb, Target: sandbox.LauncherPath, ReadOnly: true})
+	}
 	h := sha256.New()
-	_ = json.NewEncoder(h).Encode([]any{specVersion, img.ID, clientSum, cfg, hc})
+	_ = json.NewEncoder(h).Encode([]any{specVersion, img.ID, clientSum, launcherSum, cfg, hc})
 	cfg.Labels[LabelSpec] = hex.EncodeToString(h.Sum(nil))[:16]
 	return cfg, hc, nil
 }
@@ -317,7 +326,7 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (
 // sandbox user so the agent can write it, and so is the executor directory
 // (mode 0700); the other two stay the gateway's.
 func prepareHostDirs(spec sandbox.AgentSpec, uid, gid int) error {
-	if err := sandbox.WriteLaunchers(spec.ToolsBinDir(), spec.Tools); err != nil {
+	if err := sandbox.WriteLaunchers(spec.ToolsBinDir(), spec.Tools, spec.LauncherTarget()); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(spec.SocketDir(), 0o755); err != nil {

@@ -2,9 +2,10 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"github.com/toolgate/toolgate/internal/testenv/timing"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,8 +13,8 @@ import (
 	"github.com/toolgate/toolgate/internal/agentsock"
 	"github.com/toolgate/toolgate/internal/agentsock/sockettest"
 	"github.com/toolgate/toolgate/internal/audit"
-	"github.com/toolgate/toolgate/internal/client"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/launcher"
 	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
@@ -66,11 +67,11 @@ func TestPluginLaunchers(t *testing.T) {
 		{"stdin", a, []string{"sh", "-c", "printf hello | /tools/bin/echo -"}, 0, "-\nhello", ""},
 		{"launchers are the agent's tools", a, []string{"ls", "/tools/bin"}, 0, "echo\nhang\n", ""},
 		{"no launchers for b", b, []string{"ls", "/tools/bin"}, 0, "", ""},
-		{"denied through b's socket", b, []string{"/tools/toolgate-client", "call", "echo", "x"}, client.ExitDenied, "", "denied (tools.allowlist"},
-		{"a's tool through b's socket", b, []string{"/tools/toolgate-client", "call", "hang"}, client.ExitDenied, "", "denied (tools.allowlist"},
+		{"denied through b's socket", b, []string{"/tools/toolgate-client", "call", "echo", "x"}, launcher.ExitDenied, "", "denied (tools.allowlist"},
+		{"a's tool through b's socket", b, []string{"/tools/toolgate-client", "call", "hang"}, launcher.ExitDenied, "", "denied (tools.allowlist"},
 		{"a's socket not in b", b, []string{"sh", "-c", "ls /run/toolgate/sock; test -e " + specs[0].SocketDir() + " || echo absent"}, 0, "gateway.sock\nabsent\n", ""},
-		{"a's socket path unreachable from b", b, []string{"env", "TOOLGATE_SOCKET=" + filepath.Join(specs[0].SocketDir(), sandbox.SocketName), "/tools/toolgate-client", "call", "echo"}, client.ExitUnavailable, "", "gateway unavailable"},
-		{"cwd outside the workspace", a, []string{"sh", "-c", "cd /tmp && /tools/bin/echo x"}, client.ExitUsage, "", "outside the workspace"},
+		{"a's socket path unreachable from b", b, []string{"env", "TOOLGATE_SOCKET=" + filepath.Join(specs[0].SocketDir(), sandbox.SocketName), "/tools/toolgate-client", "call", "echo"}, launcher.ExitUnavailable, "", "gateway unavailable"},
+		{"cwd outside the workspace", a, []string{"sh", "-c", "cd /tmp && /tools/bin/echo x"}, launcher.ExitUsage, "", "outside the workspace"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,7 +120,7 @@ func TestPluginLaunchers(t *testing.T) {
 		<-started
 		env.Server.Close()
 		r := <-done
-		if r.err != nil || r.out.ExitCode != client.ExitUnavailable || !strings.Contains(r.stderr, "gateway restarting") {
+		if r.err != nil || r.out.ExitCode != launcher.ExitUnavailable || !strings.Contains(r.stderr, "gateway restarting") {
 			t.Fatalf("got %v %+v %q", r.err, r.out, r.stderr)
 		}
 		// The restarted gateway's socket shows up in the mounted directory.
@@ -147,11 +148,7 @@ func TestLauncherLatency(t *testing.T) {
 	env, specs, boxes := pluginAgents(t, &sockettest.Func{ToolName: "hang"})
 	_ = env
 	ws := specs[0].Workspace
-	build := exec.Command("go", "build", "-o", filepath.Join(ws, "timer"), "./testdata/timer")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	timing.Build(t, ws)
 	// Baseline: busybox has no Unix-socket client (its nc has no -U, wget
 	// speaks TCP only), so the script launcher a shell-based client would be
 	// is sh + the client: the interpreter's cost on top of the client's.
@@ -167,11 +164,11 @@ func TestLauncherLatency(t *testing.T) {
 		{"/bin/true (process start only)", "/bin/true"},
 	} {
 		r := mustRun(t, boxes[0], append([]string{"/workspace/timer", "-n", n}, append(strings.Fields(c.path), "hi")...)...)
-		var p50, p99 int
-		if _, err := fmt.Sscan(r.stdout, &p50, &p99); err != nil {
+		var l timing.Latency
+		if err := json.Unmarshal([]byte(r.stdout), &l); err != nil {
 			t.Fatalf("%s: %q %q", c.name, r.stdout, r.stderr)
 		}
-		fmt.Printf("%-40s %8d %8d\n", c.name, p50, p99)
+		fmt.Printf("%-40s %8d %8d\n", c.name, l.P50, l.P99)
 	}
 	if rep, err := audit.Verify(env.AuditDir); err != nil || !rep.OK() {
 		t.Fatalf("audit chain: %v %+v", err, rep)

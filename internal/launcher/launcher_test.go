@@ -1,4 +1,4 @@
-package client
+package launcher
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,12 +16,20 @@ import (
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
+// The test binary doubles as the launcher when run under a tool's name.
+func TestMain(m *testing.M) {
+	if os.Getenv("TOOLGATE_LAUNCHER_TEST") == "1" {
+		os.Exit(Launch(filepath.Base(os.Args[0]), os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
 // launcher runs the test binary as /tools/bin/NAME would run the client.
 func launcher(env *sockettest.Env, name string, args ...string) *exec.Cmd {
 	sock := env.SocketPath("a")
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Args[0] = "/tools/bin/" + name
-	cmd.Env = append(os.Environ(), "TOOLGATE_CLIENT_TEST_LAUNCH=1", "TOOLGATE_SOCKET="+sock, "TOOLGATE_CALL_ID=exec-1")
+	cmd.Env = append(os.Environ(), "TOOLGATE_LAUNCHER_TEST=1", "TOOLGATE_SOCKET="+sock, "TOOLGATE_CALL_ID=exec-1")
 	cmd.Dir = env.GW.Snapshot().Agents["a"].Workspace
 	return cmd
 }

@@ -1,4 +1,4 @@
-package client
+package launcher
 
 import (
 	"bufio"
@@ -29,9 +29,9 @@ const (
 	ExitNotFound    = 127 // no such tool (as a shell's command not found)
 )
 
-// dialTimeout bounds the connect; a Unix socket either answers at once or
+// DialTimeout bounds a connect to the gateway socket; a Unix socket either answers at once or
 // its listener is gone.
-const dialTimeout = 2 * time.Second
+const DialTimeout = 2 * time.Second
 
 // Launch calls tool name with argv through the agent socket, streaming
 // output as it comes, and returns the handler's exit code. It is what
@@ -48,9 +48,9 @@ func Launch(name string, argv []string) int {
 	cwd, _ := os.Getwd()
 	hdr, _ := json.Marshal(callHeader{Argv: argv, Cwd: cwd, Parent: os.Getenv("TOOLGATE_CALL_ID"), Session: os.Getenv("TOOLGATE_SESSION")})
 
-	conn, err := net.DialTimeout("unix", sock, dialTimeout)
+	conn, err := net.DialTimeout("unix", sock, DialTimeout)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "toolgate: %s: gateway unavailable at %s: %v\n", name, sock, unwrapOp(err))
+		fmt.Fprintf(os.Stderr, "toolgate: %s: gateway unavailable at %s: %v\n", name, sock, UnwrapOp(err))
 		return ExitUnavailable
 	}
 	// A signal ends the call: exiting closes the socket, which makes the
@@ -77,7 +77,7 @@ func Launch(name string, argv []string) int {
 		req = append(req, hdr...)
 	}
 	if _, err := conn.Write(req); err != nil {
-		fmt.Fprintf(os.Stderr, "toolgate: %s: sending the call to the gateway: %v\n", name, unwrapOp(err))
+		fmt.Fprintf(os.Stderr, "toolgate: %s: sending the call to the gateway: %v\n", name, UnwrapOp(err))
 		return ExitUnavailable
 	}
 	if stream {
@@ -153,10 +153,11 @@ type respFrame struct {
 		ExitCode *int   `json:"exitCode"`
 		Error    string `json:"error"`
 	} `json:"result"`
-	Error *respError `json:"error"`
+	Error *RespError `json:"error"`
 }
 
-type respError struct {
+// RespError is the gateway's JSON error body.
+type RespError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Rule    string `json:"rule"`
@@ -165,21 +166,21 @@ type respError struct {
 
 // readResponse reads the gateway's answer and returns the exit code.
 func readResponse(name string, r *bufio.Reader, stdout, stderr io.Writer) int {
-	status, chunked, length, err := readHead(r)
+	status, chunked, length, err := ReadHead(r)
 	if err != nil {
-		fmt.Fprintf(stderr, "toolgate: %s: connection to the gateway lost before it answered (gateway restarting?): %v\n", name, unwrapOp(err))
+		fmt.Fprintf(stderr, "toolgate: %s: connection to the gateway lost before it answered (gateway restarting?): %v\n", name, UnwrapOp(err))
 		return ExitUnavailable
 	}
 	var body io.Reader = r
 	switch {
 	case chunked:
-		body = &chunkedReader{r: r}
+		body = NewChunkedReader(r)
 	case length >= 0:
 		body = io.LimitReader(r, length)
 	}
 	if status != 200 {
 		var e struct {
-			Error *respError `json:"error"`
+			Error *RespError `json:"error"`
 		}
 		b, _ := io.ReadAll(io.LimitReader(body, 1<<20))
 		if json.Unmarshal(b, &e) != nil || e.Error == nil {
@@ -202,7 +203,7 @@ func readResponse(name string, r *bufio.Reader, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "toolgate: %s: connection to the gateway lost mid-call (gateway restarting?); the call's outcome is unknown\n", name)
 				return ExitUnavailable
 			}
-			fmt.Fprintf(stderr, "toolgate: %s: reading from the gateway: %v\n", name, unwrapOp(err))
+			fmt.Fprintf(stderr, "toolgate: %s: reading from the gateway: %v\n", name, UnwrapOp(err))
 			return ExitUnavailable
 		}
 		var f respFrame
@@ -238,7 +239,7 @@ func readResponse(name string, r *bufio.Reader, stdout, stderr io.Writer) int {
 	}
 }
 
-func printError(w io.Writer, name string, e *respError) {
+func printError(w io.Writer, name string, e *RespError) {
 	switch {
 	case e.Rule != "" && e.ID != "":
 		fmt.Fprintf(w, "toolgate: %s: %s (%s; audit id %s): %s\n", name, e.Code, e.Rule, e.ID, e.Message)
@@ -265,7 +266,9 @@ func exitForStatus(status int) int {
 
 // readHead reads the status line and the headers the launcher cares about.
 // length is -1 when not given.
-func readHead(r *bufio.Reader) (status int, chunked bool, length int64, err error) {
+// ReadHead reads an HTTP/1.1 response head: the status, whether the body
+// is chunked, and its length (-1 when not given).
+func ReadHead(r *bufio.Reader) (status int, chunked bool, length int64, err error) {
 	length = -1
 	line, err := r.ReadSlice('\n')
 	if err != nil {
@@ -302,13 +305,17 @@ func readHead(r *bufio.Reader) (status int, chunked bool, length int64, err erro
 
 // chunkedReader decodes an HTTP/1.1 chunked body; the end of the socket
 // before the last chunk is io.ErrUnexpectedEOF.
-type chunkedReader struct {
+// NewChunkedReader reads an HTTP/1.1 chunked body from r.
+func NewChunkedReader(r *bufio.Reader) *ChunkedReader { return &ChunkedReader{r: r} }
+
+// ChunkedReader reads an HTTP/1.1 chunked body.
+type ChunkedReader struct {
 	r    *bufio.Reader
 	left int64
 	done bool
 }
 
-func (c *chunkedReader) Read(p []byte) (int, error) {
+func (c *ChunkedReader) Read(p []byte) (int, error) {
 	if c.done {
 		return 0, io.EOF
 	}
@@ -349,7 +356,8 @@ func unexpected(err error) error {
 }
 
 // unwrapOp drops the "dial unix /path:" prefix the message already has.
-func unwrapOp(err error) error {
+// UnwrapOp drops a net.OpError's wrapping, for messages people read.
+func UnwrapOp(err error) error {
 	var op *net.OpError
 	if errors.As(err, &op) && op.Err != nil {
 		return op.Err

@@ -1,7 +1,7 @@
-// Command benchdriver runs inside a sandbox for the hook benchmarks: it
-// starts ARGV -n times with stdin from -in and prints the wall time of each
-// run, process start to exit (the decision is printed just before exit),
-// as p50/p99 in microseconds. Built static by the benchmark.
+// Command timer runs inside a sandbox for the latency benchmarks: it starts
+// ARGV -n times in sequence, with stdin from -in when given, and prints the
+// wall time of one run, process start to exit, as p50/p99 in microseconds
+// (JSON, with the last run's stdout). Built static by timing.Build.
 package main
 
 import (
@@ -19,10 +19,13 @@ func main() {
 	n := flag.Int("n", 500, "runs")
 	in := flag.String("in", "", "stdin file")
 	flag.Parse()
-	stdin, err := os.ReadFile(*in)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	var stdin []byte
+	if *in != "" {
+		var err error
+		if stdin, err = os.ReadFile(*in); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
 	var d []time.Duration
 	var out bytes.Buffer
@@ -32,7 +35,7 @@ func main() {
 		cmd.Stdin, cmd.Stdout = bytes.NewReader(stdin), &out
 		start := time.Now()
 		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
+			fmt.Fprintln(os.Stderr, flag.Args(), err)
 			os.Exit(1)
 		}
 		d = append(d, time.Since(start))
