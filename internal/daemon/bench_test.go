@@ -3,38 +3,17 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"github.com/toolgate/toolgate/internal/testenv/timing"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
-
-// timed runs fn b.N times and reports the p50/p99 of one run in ms: a tail
-// matters to an agent waiting on a call, an average hides it.
-func timed(b *testing.B, fn func() error) {
-	b.Helper()
-	d := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		t0 := time.Now()
-		if err := fn(); err != nil {
-			b.Fatal(err)
-		}
-		d = append(d, time.Since(t0))
-	}
-	b.StopTimer()
-	slices.Sort(d)
-	ms := func(q float64) float64 { return float64(d[int(q*float64(len(d)-1))].Microseconds()) / 1000 }
-	b.ReportMetric(ms(0.50), "p50-ms")
-	b.ReportMetric(ms(0.99), "p99-ms")
-}
 
 // BenchmarkExecTrue compares `exec true` end to end: through the toolgate CLI
 // (CLI → admin API → gateway → Engine API), the same without the CLI's
@@ -50,18 +29,18 @@ func BenchmarkExecTrue(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("toolgate-cli", func(b *testing.B) {
-		timed(b, func() error {
+		timing.Run(b, func() error {
 			cmd := exec.Command(toolgate, "exec", a, "--", "true")
 			cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
 			return cmd.Run()
 		})
 	})
 	b.Run("admin-api", func(b *testing.B) {
-		timed(b, func() error { _, err := e.call(a, "exec", args); return err })
+		timing.Run(b, func() error { _, err := e.call(a, "exec", args); return err })
 	})
 	id := e.containerID(a)
 	b.Run("docker-cli", func(b *testing.B) {
-		timed(b, func() error { return exec.Command("docker", "exec", id, "true").Run() })
+		timing.Run(b, func() error { return exec.Command("docker", "exec", id, "true").Run() })
 	})
 }
 
@@ -72,13 +51,13 @@ func BenchmarkReadWrite1MiB(b *testing.B) {
 	a := e.agents[0]
 	content := strings.Repeat("0123456789abcde\n", 1<<16)
 	b.Run("write", func(b *testing.B) {
-		timed(b, func() error {
+		timing.Run(b, func() error {
 			_, err := e.call(a, "write", map[string]any{"path": "big.txt", "content": content})
 			return err
 		})
 	})
 	b.Run("read", func(b *testing.B) {
-		timed(b, func() error {
+		timing.Run(b, func() error {
 			_, err := e.call(a, "read", map[string]any{"path": "big.txt"})
 			return err
 		})
@@ -138,7 +117,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 			}
 			g := gateway.New(gateway.Options{Audit: s, BoundArgs: audit.NewBounder(1024).Bound,
 				AsyncResults: sink == "durable-async-result"}, built.Snapshot)
-			timed(b, func() error {
+			timing.Run(b, func() error {
 				_, err := g.Handle(context.Background(), &gateway.Call{Agent: "demo", Tool: "exec", Args: args}, nil)
 				return err
 			})

@@ -123,21 +123,8 @@ func upstreamFor(name string, p config.Plugin, env plugin.Env) (*upstream, error
 	case p.Timeout < 0:
 		return nil, errors.New("timeout: must not be negative")
 	}
-	for _, s := range append([]string{p.Command}, p.Args...) {
-		if strings.Contains(s, "{{secret:") {
-			return nil, errors.New("secrets go in env, not in command or args")
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
-		names, err := secrets.References(p.Env[k])
-		if err != nil {
-			return nil, fmt.Errorf("env.%s: %w", k, err)
-		}
-		for _, n := range names {
-			if !env.Secrets.Has(n) {
-				return nil, fmt.Errorf("env.%s: secret %q is not defined", k, n)
-			}
-		}
+	if err := plugin.CheckSecrets(p, env); err != nil {
+		return nil, err
 	}
 	pins, err := openDefaultPins()
 	if err != nil {

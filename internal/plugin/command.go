@@ -56,21 +56,8 @@ func newCommand(name string, p config.Plugin, env Env) ([]gateway.Tool, error) {
 	if !filepath.IsAbs(p.Command) {
 		return nil, fmt.Errorf("command: %q is not an absolute host path (no PATH is searched)", p.Command)
 	}
-	for _, s := range append([]string{p.Command}, p.Args...) {
-		if strings.Contains(s, "{{secret:") {
-			return nil, errors.New("secrets go in env, not in command or args: a process's argv is visible to every host user")
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
-		names, err := secrets.References(p.Env[k])
-		if err != nil {
-			return nil, fmt.Errorf("env.%s: %w", k, err)
-		}
-		for _, n := range names {
-			if !env.Secrets.Has(n) {
-				return nil, fmt.Errorf("env.%s: secret %q is not defined (secrets.yaml or the config's secrets)", k, n)
-			}
-		}
+	if err := CheckSecrets(p, env); err != nil {
+		return nil, err
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
@@ -208,4 +195,27 @@ func exitCode(ps *os.ProcessState) int {
 		return 128 + int(ws.Signal())
 	}
 	return ps.ExitCode()
+}
+
+// CheckSecrets is the check every kind that starts a host process makes of
+// its configuration: secrets only in env (argv is visible to every host
+// user), and each one referenced there defined.
+func CheckSecrets(p config.Plugin, env Env) error {
+	for _, s := range append([]string{p.Command}, p.Args...) {
+		if strings.Contains(s, "{{secret:") {
+			return errors.New("secrets go in env, not in command or args: a process's argv is visible to every host user")
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
+		names, err := secrets.References(p.Env[k])
+		if err != nil {
+			return fmt.Errorf("env.%s: %w", k, err)
+		}
+		for _, n := range names {
+			if !env.Secrets.Has(n) {
+				return fmt.Errorf("env.%s: secret %q is not defined (secrets.yaml or the config's secrets)", k, n)
+			}
+		}
+	}
+	return nil
 }

@@ -5,9 +5,9 @@
 package sandbox
 
 import (
-	"os"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -23,8 +23,8 @@ const (
 	// LauncherPath is the lean launcher every /tools/bin/NAME links to
 	// when the host has toolgate-launch beside the client binary.
 	LauncherPath = "/tools/toolgate-launch"
-	RunDir        = "/run/toolgate" // tmpfs: per-call state; the agent socket dir is mounted below it
-	CallsDir      = RunDir + "/calls"
+	RunDir       = "/run/toolgate" // tmpfs: per-call state; the agent socket dir is mounted below it
+	CallsDir     = RunDir + "/calls"
 	// SocketDirPath is where the agent's host socket directory is mounted
 	// (read-only); the directory, not the socket, so a restarted gateway's
 	// new socket is visible without recreating the container.

@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/toolgate/toolgate/internal/testenv/timing"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -655,7 +655,7 @@ func BenchmarkExecTrue(b *testing.B) {
 	ctx := context.Background()
 	for _, path := range execPaths {
 		b.Run(path.name, func(b *testing.B) {
-			timed(b, func() error {
+			timing.Run(b, func() error {
 				out, err := path.exec(sb, ctx, &gateway.ExecSpec{Argv: []string{"true"}, Stdout: io.Discard, Stderr: io.Discard})
 				if err == nil && out.ExitCode != 0 {
 					err = fmt.Errorf("exit %d", out.ExitCode)
@@ -664,24 +664,4 @@ func BenchmarkExecTrue(b *testing.B) {
 			})
 		})
 	}
-}
-
-// timed runs fn b.N times and reports the p50/p99 of one run in ms, as the
-// daemon's benchmarks do: a tail matters to an agent waiting on a call.
-func timed(b *testing.B, fn func() error) {
-	b.Helper()
-	d := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		t0 := time.Now()
-		if err := fn(); err != nil {
-			b.Fatal(err)
-		}
-		d = append(d, time.Since(t0))
-	}
-	b.StopTimer()
-	slices.Sort(d)
-	ms := func(q float64) float64 { return float64(d[int(q*float64(len(d)-1))].Microseconds()) / 1000 }
-	b.ReportMetric(ms(0.50), "p50-ms")
-	b.ReportMetric(ms(0.99), "p99-ms")
 }

@@ -1,13 +1,16 @@
-// Package timing measures latency inside a sandbox: Build puts a static
-// timer (./timer) into a directory the sandbox sees, and the timer prints a
-// Latency of the command it ran N times, process start to exit.
+// Package timing measures latency for the benchmarks: Run reports p50/p99
+// of a Go benchmark's runs; Build puts a static timer (./timer) into a
+// directory a sandbox sees, which prints the Latency of the command it ran N
+// times there, process start to exit.
 package timing
 
 import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 )
 
 // Build builds the static timer into dir, e.g. an agent's workspace, and
@@ -28,4 +31,24 @@ type Latency struct {
 	P50        int64  `json:"p50_us"`
 	P99        int64  `json:"p99_us"`
 	LastStdout string `json:"last_stdout"`
+}
+
+// Run runs fn b.N times and reports the p50/p99 of one run in ms: a tail
+// matters to an agent waiting on a call, an average hides it.
+func Run(b *testing.B, fn func() error) {
+	b.Helper()
+	d := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if err := fn(); err != nil {
+			b.Fatal(err)
+		}
+		d = append(d, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(d)
+	ms := func(q float64) float64 { return float64(d[int(q*float64(len(d)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(ms(0.50), "p50-ms")
+	b.ReportMetric(ms(0.99), "p99-ms")
 }
