@@ -212,7 +212,9 @@ func post(sock, path string, body []byte, deadline time.Time, out any) error {
 		return fmt.Errorf("gateway unavailable at %s: %v", sock, launcher.UnwrapOp(err))
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(deadline)
+	// A moment past the hook's own deadline, so its timer answers first
+	// and says why; this only stops a read that would outlive the process.
+	_ = conn.SetDeadline(deadline.Add(100 * time.Millisecond))
 	req := make([]byte, 0, 160+len(body))
 	req = append(req, "POST "...)
 	req = append(req, path...)

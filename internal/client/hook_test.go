@@ -44,9 +44,17 @@ func fakeGateway(t *testing.T, h http.HandlerFunc) string {
 // runHook runs the test binary as `toolgate-client hook ARGS` with stdin.
 func runHook(t *testing.T, sock, spool string, stdin []byte, args ...string) (int, string, string) {
 	t.Helper()
+	return runHookWithin(t, "5s", sock, spool, stdin, args...)
+}
+
+// runHookWithin runs the hook with its own deadline: short where a test
+// waits for it, roomy elsewhere so a loaded machine does not turn a
+// 20 MiB read into a timeout.
+func runHookWithin(t *testing.T, deadline, sock, spool string, stdin []byte, args ...string) (int, string, string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"hook"}, args...)...)
 	cmd.Env = append(os.Environ(), "TOOLGATE_CLIENT_TEST_CALLS="+t.TempDir(), "TOOLGATE_SOCKET="+sock,
-		"TOOLGATE_SPOOL="+spool, "TOOLGATE_HOOK_DEADLINE=500ms")
+		"TOOLGATE_SPOOL="+spool, "TOOLGATE_HOOK_DEADLINE="+deadline)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
@@ -137,7 +145,11 @@ func TestGateAnswers(t *testing.T) {
 			if tt.handler != nil {
 				sock = fakeGateway(t, tt.handler)
 			}
-			code, stdout, stderr := runHook(t, sock, t.TempDir(), tt.stdin, "pre-tool-use")
+			deadline := "5s"
+			if tt.reason == "in time" {
+				deadline = "500ms"
+			}
+			code, stdout, stderr := runHookWithin(t, deadline, sock, t.TempDir(), tt.stdin, "pre-tool-use")
 			if code != 0 {
 				t.Fatalf("exit %d, stderr %q", code, stderr)
 			}
@@ -224,8 +236,12 @@ func TestTapSpoolsAndDrains(t *testing.T) {
 
 func TestTapBoundsBeforeSending(t *testing.T) {
 	var got []byte
+	var mu sync.Mutex
 	sock := fakeGateway(t, func(w http.ResponseWriter, r *http.Request) {
-		got, _ = io.ReadAll(r.Body)
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = b
+		mu.Unlock()
 		io.WriteString(w, `{}`)
 	})
 	in := map[string]any{"session_id": "s", "hook_event_name": "PostToolUse", "tool_name": "Write", "tool_use_id": "t",
@@ -235,6 +251,8 @@ func TestTapBoundsBeforeSending(t *testing.T) {
 	if code, _, stderr := runHook(t, sock, t.TempDir(), b, "post-tool-use"); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if len(got) > 4096 || !bytes.Contains(got, []byte(`"bytes":4194304`)) {
 		t.Fatalf("sent %d bytes: %.300s", len(got), got)
 	}
