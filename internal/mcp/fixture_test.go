@@ -76,6 +76,7 @@ type fixture struct {
 	sandbox *fakeSandbox
 	tokens  *auth.Store
 	door    *Door
+	audit   *audit.Writer
 	srv     *httptest.Server
 	url     string // the MCP route
 }
@@ -96,7 +97,7 @@ func newFixture(t testing.TB, cfgYAML string, opts Options) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { aw.Close() })
-	f := &fixture{home: home, cfg: cfg, sandbox: &fakeSandbox{files: map[string][]byte{}}}
+	f := &fixture{home: home, cfg: cfg, sandbox: &fakeSandbox{files: map[string][]byte{}}, audit: aw}
 	f.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: f.sandbox}, snap)
 	f.tokens, err = auth.OpenStore(filepath.Join(home, auth.StoreFile))
 	if err != nil {
