@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,12 +22,18 @@ func newAuditCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// auditDir is the configured audit directory, HOME/logs without a config.
-func (g *globals) auditDir() string {
-	if cfg, err := config.Load(g.home, g.config); err == nil {
-		return cfg.Gateway.Audit.Dir
+// auditDir is the configured audit directory, HOME/logs without a config
+// file. A config that exists but does not load is an error: falling back
+// would read (and verify) some other directory than the daemon writes.
+func (g *globals) auditDir() (string, error) {
+	cfg, err := config.Load(g.home, g.config)
+	switch {
+	case err == nil:
+		return cfg.Gateway.Audit.Dir, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return filepath.Join(g.home, "logs"), nil
 	}
-	return filepath.Join(g.home, "logs")
+	return "", err
 }
 
 func newAuditTailCmd(g *globals) *cobra.Command {
@@ -51,7 +58,11 @@ func newAuditTailCmd(g *globals) *cobra.Command {
 				enc := json.NewEncoder(os.Stdout)
 				print = func(e *gateway.Entry) error { return enc.Encode(e) }
 			}
-			return audit.Tail(cmd.Context(), g.auditDir(), f, n, follow, print)
+			dir, err := g.auditDir()
+			if err != nil {
+				return err
+			}
+			return audit.Tail(cmd.Context(), dir, f, n, follow, print)
 		},
 	}
 	cmd.Flags().StringVar(&f.Agent, "agent", "", "only this agent")
@@ -71,7 +82,10 @@ func newAuditVerifyCmd(g *globals) *cobra.Command {
 		Short: "Check the hash chain across all audit files; name the first bad line",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir := g.auditDir()
+			dir, err := g.auditDir()
+			if err != nil {
+				return err
+			}
 			rep, err := audit.Verify(dir)
 			if err != nil {
 				return err
@@ -91,7 +105,11 @@ func newAuditShowCmd(g *globals) *cobra.Command {
 		Short: "Print every entry of one call (its decision and its result) as JSON",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			entries, err := audit.Find(g.auditDir(), args[0])
+			dir, err := g.auditDir()
+			if err != nil {
+				return err
+			}
+			entries, err := audit.Find(dir, args[0])
 			if err != nil {
 				return err
 			}
