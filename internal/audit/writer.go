@@ -200,7 +200,8 @@ func (w *Writer) Flush() error {
 	return <-r.done
 }
 
-// Close waits for queued entries to be written and closes the files.
+// Close waits for queued entries to be written and closes the files. It
+// reports a failed write, so entries enqueued and lost are not lost quietly.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	if w.closed {
@@ -211,7 +212,7 @@ func (w *Writer) Close() error {
 	close(w.reqs)
 	w.mu.Unlock()
 	<-w.done
-	return w.closeFiles()
+	return errors.Join(w.err, w.closeFiles())
 }
 
 // Stats returns the counters since Open.

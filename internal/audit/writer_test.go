@@ -274,3 +274,20 @@ func TestEnqueueOrderedAndFlushed(t *testing.T) {
 		t.Fatalf("Flush after Close: %v", err)
 	}
 }
+
+// TestCloseReportsLostEnqueued: an enqueued entry that could not be written
+// has no caller to tell; Close must report it.
+func TestCloseReportsLostEnqueued(t *testing.T) {
+	dir := t.TempDir()
+	w := open(t, dir, Options{})
+	ro, err := os.Open(filepath.Join(dir, CurrentFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.f.Close() // no entry is in flight, so the swap is safe
+	w.f = ro
+	w.Enqueue(entry(0))
+	if err := w.Close(); err == nil {
+		t.Fatal("Close returned nil after an enqueued entry was lost")
+	}
+}
