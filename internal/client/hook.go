@@ -136,7 +136,11 @@ func tap(stdin io.Reader, stderr io.Writer) int {
 		return post(sock, "/v1/hooks/post-tool-use", ev.Body, deadline, nil)
 	}
 	ev := hooks.Event{ID: hooks.EventID(in), Body: body}
-	if err := deliver(ev); err != nil {
+	if err := deliver(ev); errors.Is(err, hooks.ErrRejected) {
+		// Spooling it would only retry it for ever; say why and drop it.
+		fmt.Fprintf(stderr, "toolgate tap: %v; not recorded\n", err)
+		return 0
+	} else if err != nil {
 		if serr := spool(ev); serr != nil {
 			fmt.Fprintf(stderr, "toolgate tap: delivery failed (%v) and spooling failed: %v\n", err, serr)
 		}
@@ -242,13 +246,17 @@ func post(sock, path string, body []byte, deadline time.Time, out any) error {
 		return fmt.Errorf("reading the gateway's answer: %v", launcher.UnwrapOp(err))
 	}
 	if status != 200 {
+		err := fmt.Errorf("gateway answered %d", status)
 		var e struct {
 			Error *launcher.RespError `json:"error"`
 		}
 		if json.Unmarshal(b, &e) == nil && e.Error != nil {
-			return fmt.Errorf("gateway answered %d: %s", status, e.Error.Message)
+			err = fmt.Errorf("gateway answered %d: %s", status, e.Error.Message)
 		}
-		return fmt.Errorf("gateway answered %d", status)
+		if rejected(status) {
+			err = fmt.Errorf("%w: %w", hooks.ErrRejected, err)
+		}
+		return err
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
@@ -256,4 +264,15 @@ func post(sock, path string, body []byte, deadline time.Time, out any) error {
 		}
 	}
 	return nil
+}
+
+// rejected reports whether a status refuses the request itself, so sending
+// it again cannot help (unlike 5xx, a missing route during an upgrade, a
+// timeout or a rate limit).
+func rejected(status int) bool {
+	switch status {
+	case 404, 408, 425, 429:
+		return false
+	}
+	return status >= 400 && status < 500
 }

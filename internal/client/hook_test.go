@@ -257,3 +257,17 @@ func TestTapBoundsBeforeSending(t *testing.T) {
 		t.Fatalf("sent %d bytes: %.300s", len(got), got)
 	}
 }
+
+// An event the gateway refuses for good (400, 403, 413) is not spooled:
+// retried on every later tap it would stop the spool draining for ever.
+func TestTapDoesNotSpoolRejected(t *testing.T) {
+	spool := filepath.Join(t.TempDir(), "spool")
+	sock := fakeGateway(t, answer(`{"error":{"code":"bad_request","message":"tool_input.command is missing"}}`, 400))
+	code, stdout, stderr := runHook(t, sock, spool, hookSample(t, "hook-input-PostToolUse-Bash.json"), "post-tool-use")
+	if code != 0 || stdout != "" || !strings.Contains(stderr, "tool_input.command is missing") {
+		t.Fatalf("tap: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if files, _ := filepath.Glob(filepath.Join(spool, "ev-*.json")); len(files) != 0 {
+		t.Fatalf("a rejected event was spooled: %v", files)
+	}
+}

@@ -26,6 +26,12 @@ const (
 	maxSpoolFile = 2*DefaultMaxInput + 4096 // an envelope around one bounded input
 )
 
+// ErrRejected marks a delivery the receiver refused for good (the event
+// itself is unacceptable: malformed, too large, an unknown agent). A retry
+// cannot succeed, so Drain moves such an event to quarantine/ instead of
+// stopping the queue behind it for ever, and a tap does not spool it.
+var ErrRejected = errors.New("event rejected by the gateway")
+
 // DefaultStaleTemp is how old a temp file must be before Drain takes it for
 // the leftover of a crashed Put rather than one still being written.
 const DefaultStaleTemp = time.Minute
@@ -97,7 +103,8 @@ func (s *Spool) Put(ev Event) error {
 // Drain delivers spooled events oldest first and removes each once fn
 // succeeds. It stops at the first delivery error (the gateway is still away;
 // order is kept for the next drain) and returns how many were delivered.
-// Corrupt files and stale temp files are moved to quarantine/ and skipped.
+// Corrupt files, stale temp files and events fn rejects for good
+// (ErrRejected) are moved to quarantine/ and skipped.
 func (s *Spool) Drain(fn func(Event) error) (int, error) {
 	entries, err := os.ReadDir(s.Dir)
 	if err != nil {
@@ -136,17 +143,22 @@ func (s *Spool) Drain(fn func(Event) error) (int, error) {
 		}
 		return queue[i].env.ID < queue[j].env.ID
 	})
-	for n, it := range queue {
-		if err := fn(Event{ID: it.env.ID, Body: it.env.Body}); err != nil {
+	n := 0
+	for _, it := range queue {
+		if err := fn(Event{ID: it.env.ID, Body: it.env.Body}); errors.Is(err, ErrRejected) {
+			s.quarantine(filepath.Base(it.path))
+			continue
+		} else if err != nil {
 			return n, fmt.Errorf("spool: delivering %s: %w", it.env.ID, err)
 		}
+		n++
 		if err := os.Remove(it.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			// Delivered but still on disk: the next drain delivers it again,
 			// which the receiver's dedup by id absorbs.
-			return n + 1, fmt.Errorf("spool: %w", err)
+			return n, fmt.Errorf("spool: %w", err)
 		}
 	}
-	return len(queue), nil
+	return n, nil
 }
 
 // quarantine moves a bad file aside so it is kept for inspection but never

@@ -3,6 +3,7 @@ package hooks
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -181,5 +182,33 @@ func BenchmarkSpoolPut(b *testing.B) {
 		if err := s.Put(Event{ID: "ev" + strconv.Itoa(i), Body: body}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// An event the gateway refuses for good must not hold back the events
+// spooled after it: it goes to quarantine and the queue moves on.
+func TestSpoolRejectedDoesNotBlock(t *testing.T) {
+	s := openSpool(t)
+	for _, id := range []string{"poison", "later"} {
+		if err := s.Put(Event{ID: id, Body: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	n, err := s.Drain(func(ev Event) error {
+		if ev.ID == "poison" {
+			return fmt.Errorf("gateway answered 400: %w", ErrRejected)
+		}
+		got = append(got, ev.ID)
+		return nil
+	})
+	if err != nil || n != 1 || len(got) != 1 || got[0] != "later" {
+		t.Fatalf("drain: %d %v, delivered %v", n, err, got)
+	}
+	if files := spoolFiles(t, s.Dir); len(files) != 0 {
+		t.Fatalf("left in the queue: %v", files)
+	}
+	if q := spoolFiles(t, filepath.Join(s.Dir, quarantine)); len(q) != 1 || q[0] != "ev-poison.json" {
+		t.Fatalf("quarantine: %v", q)
 	}
 }
