@@ -110,8 +110,9 @@ func (s *Sandbox) viaExecutor(ctx context.Context, req *sandbox.ExecRequest, std
 	var out *gateway.ExecOutcome
 	if err == nil {
 		lim.left = -1
+		// No Close: it would read on to the body's end, which the
+		// sandbox decides; the connection is closed on return instead.
 		out, err = readExecFrames(resp.Body, stdout, stderr)
-		resp.Body.Close()
 	}
 	switch {
 	case err == nil:
