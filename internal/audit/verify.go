@@ -36,47 +36,73 @@ func Verify(dir string) (*VerifyReport, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	files, err := allFiles(dir)
-	if err != nil {
-		return nil, err
-	}
 	head := ""
 	if f, err := os.Open(filepath.Join(dir, HeadFile)); err == nil {
 		head = readHead(f)
 		f.Close()
 	}
+	// Open audit.jsonl before listing the rotated files: if the writer
+	// rotates in between, the open file is among them, and the walk stops
+	// there, so it sees one consistent chain (and the head) either way.
+	cur, err := os.Open(filepath.Join(dir, CurrentFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) { // missing: rotated just before a crash
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	if cur != nil {
+		defer cur.Close()
+	}
+	rotated, err := rotatedFiles(dir)
+	if err != nil {
+		return nil, err
+	}
 	rep := &VerifyReport{}
 	seenHead := head == ""
 	lastFile, lastLineNo := CurrentFile, 0
-	for _, path := range files {
-		f, err := os.Open(path)
-		if errors.Is(err, os.ErrNotExist) && filepath.Base(path) == CurrentFile {
-			continue // rotated just before a crash: the next Open creates it
-		}
-		if err != nil {
-			return nil, fmt.Errorf("audit: %w", err)
-		}
+	walk := func(name string, f *os.File) (bool, error) {
 		rep.Files++
-		lastFile, lastLineNo = filepath.Base(path), 0
+		lastFile, lastLineNo = name, 0
 		r := bufio.NewReaderSize(f, 64<<10)
 		for {
 			line, err := r.ReadBytes('\n')
 			if len(line) == 0 && err == io.EOF {
-				break
+				return true, nil
 			}
 			if err != nil && err != io.EOF {
-				f.Close()
-				return nil, fmt.Errorf("audit: %w", err)
+				return false, fmt.Errorf("audit: %w", err)
 			}
 			lastLineNo++
 			if reason := rep.check(line); reason != "" {
-				f.Close()
 				rep.Bad = &BadLine{File: lastFile, Line: lastLineNo, Reason: reason}
-				return rep, nil
+				return false, nil
 			}
 			seenHead = seenHead || rep.Last == head
 		}
+	}
+	curName := CurrentFile
+	for _, path := range rotated {
+		if sameFile(cur, path) { // rotated since we opened it
+			curName = filepath.Base(path)
+			break
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("audit: %w", err)
+		}
+		ok, err := walk(filepath.Base(path), f)
 		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return rep, nil
+		}
+	}
+	if cur != nil {
+		if ok, err := walk(curName, cur); err != nil {
+			return nil, err
+		} else if !ok {
+			return rep, nil
+		}
 	}
 	if !seenHead {
 		rep.Bad = &BadLine{File: lastFile, Line: lastLineNo + 1,

@@ -103,3 +103,42 @@ func TestVerifyMissingDir(t *testing.T) {
 		t.Fatal("Verify of a missing dir succeeded")
 	}
 }
+
+// TestVerifyWhileRotating: verifying a live log must not report a break when
+// the writer rotates in the middle of the walk.
+func TestVerifyWhileRotating(t *testing.T) {
+	dir := t.TempDir()
+	w := open(t, dir, Options{MaxFileBytes: 600}) // about two entries a file
+	stop := make(chan struct{})
+	werr := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				werr <- nil
+				return
+			default:
+			}
+			if err := w.Append(entry(i % 60)); err != nil {
+				werr <- err
+				return
+			}
+		}
+	}()
+	for range 300 {
+		rep, err := Verify(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.OK() {
+			t.Fatalf("verify of a live, rotating log: %v", rep.Bad)
+		}
+	}
+	close(stop)
+	if err := <-werr; err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
