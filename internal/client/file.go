@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/toolgate/toolgate/internal/sandbox"
 )
@@ -42,7 +43,9 @@ func cmdGet(args []string, stderr io.Writer) int {
 }
 
 func get(path string, limit int64, w io.Writer) error {
-	f, err := os.Open(path)
+	// O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused
+	// below, and a regular file reads the same either way.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}

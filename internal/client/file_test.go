@@ -3,10 +3,13 @@ package client
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/sandbox"
 )
@@ -50,5 +53,25 @@ func TestPutGet(t *testing.T) {
 		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, c.err, c.want)
 		}
+	}
+}
+
+// A FIFO (or any special file) is refused at once: opening one for
+// reading would block until a writer appears, holding the gateway's read.
+func TestGetFIFODoesNotBlock(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- get(p, -1, io.Discard) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("get on a fifo: %v", err)
+		}
+	case <-time.After(3 * time.Second):
+		os.WriteFile(p, nil, 0) // unblock the open
+		t.Fatal("get blocked opening a fifo")
 	}
 }
