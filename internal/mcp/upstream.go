@@ -89,6 +89,10 @@ type upstream struct {
 	mu   sync.Mutex
 	sess *sdk.ClientSession
 	live map[string]string // tool → hash of its live definition, at connect
+	// relist is a session whose server announced that its tools changed:
+	// live no longer says what it offers, so the next call reconnects and
+	// checks the definitions against the pins again.
+	relist atomic.Pointer[sdk.ClientSession]
 }
 
 func newUpstream(name string, p config.Plugin, env plugin.Env) ([]gateway.Tool, error) {
@@ -218,6 +222,10 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func (u *upstream) session(ctx context.Context) (*sdk.ClientSession, map[string]string, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.sess != nil && u.relist.Load() == u.sess {
+		_ = u.sess.Close()
+		u.sess = nil
+	}
 	if u.sess != nil {
 		return u.sess, u.live, nil
 	}
@@ -245,7 +253,11 @@ func connectUpstream(ctx context.Context, u *upstream) (*sdk.ClientSession, map[
 	if err != nil {
 		return nil, nil, err
 	}
-	client := sdk.NewClient(&sdk.Implementation{Name: "toolgate", Version: "upstream"}, nil)
+	// Only noted here: the handler runs on the session's reader, which
+	// must not wait for u.mu (held while connecting).
+	client := sdk.NewClient(&sdk.Implementation{Name: "toolgate", Version: "upstream"}, &sdk.ClientOptions{
+		ToolListChangedHandler: func(_ context.Context, req *sdk.ToolListChangedRequest) { u.relist.Store(req.Session) },
+	})
 	sess, err := client.Connect(ctx, t, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("upstream %s: connecting: %w", u.name, err)
