@@ -203,7 +203,9 @@ func (g *Guard) Resolve(ctx context.Context, t Target, at *Attempt) error {
 	}
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, g.opts.ResolveTimeout)
-	addrs, err := g.opts.Resolver.LookupNetIP(rctx, "ip", t.Host)
+	// Rooted, so the host's resolv.conf search domains never turn a name
+	// that does not exist into one under them that no rule allowed.
+	addrs, err := g.opts.Resolver.LookupNetIP(rctx, "ip", t.Host+".")
 	cancel()
 	at.Resolve = time.Since(start)
 	if err != nil {

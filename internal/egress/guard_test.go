@@ -338,3 +338,26 @@ func TestPolicyVetIsPure(t *testing.T) {
 		t.Errorf("mixed: %+v", d)
 	}
 }
+
+// recordingResolver remembers the names it was asked for.
+type recordingResolver struct{ names []string }
+
+func (r *recordingResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	r.names = append(r.names, host)
+	return []netip.Addr{outsideA}, nil
+}
+
+// The allowlisted name is looked up as written, never under the host's
+// resolv.conf search domains: "x.test" that does not exist must not become
+// "x.test.corp.internal", a name no rule allowed.
+func TestGuardResolvesAbsoluteName(t *testing.T) {
+	r := &recordingResolver{}
+	g := NewGuard(Policy{Allow: mustRules(t, "x.test:443")}, Options{Resolver: r, Classify: testOutside})
+	at := &Attempt{}
+	if err := g.Resolve(context.Background(), mustTarget(t, "x.test:443"), at); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.names) != 1 || r.names[0] != "x.test." {
+		t.Fatalf("looked up %q, want the rooted name \"x.test.\"", r.names)
+	}
+}
