@@ -209,12 +209,43 @@ type headerTransport struct {
 	next http.RoundTripper
 }
 
+// maxUpstreamJSON bounds one JSON answer of an HTTP upstream, which the SDK
+// reads whole into memory; a stdio frame and an SSE event have the SDK's
+// own bound, of the same size.
+const maxUpstreamJSON = sdk.DefaultMaxLineLength
+
 func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	for k, v := range h.hdr {
 		r.Header[k] = v
 	}
-	return h.next.RoundTrip(r)
+	resp, err := h.next.RoundTrip(r)
+	if err == nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		resp.Body = &boundedBody{ReadCloser: resp.Body, left: maxUpstreamJSON}
+	}
+	return resp, err
+}
+
+// boundedBody fails a read past its bound instead of buffering a hostile
+// upstream's endless answer.
+type boundedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("upstream answer over %d bytes", maxUpstreamJSON)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left+1] // one byte more tells "exactly the bound" from "over it"
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return 0, fmt.Errorf("upstream answer over %d bytes", maxUpstreamJSON)
+	}
+	return n, err
 }
 
 // session returns the live session, connecting (and checking every tool's

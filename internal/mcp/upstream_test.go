@@ -1,10 +1,14 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -256,5 +260,30 @@ func TestUpstreamSettings(t *testing.T) {
 		if (c.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.err)) {
 			t.Errorf("%+v: %v, want %q", c.p, err, c.err)
 		}
+	}
+}
+
+// An HTTP upstream's JSON answer is read whole by the SDK: an endless one
+// must end in an error at the bound, not in the gateway's memory.
+func TestUpstreamJSONAnswerBounded(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		chunk := bytes.Repeat([]byte(" "), 64<<10)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	c := &http.Client{Transport: headerTransport{http.Header{}, http.DefaultTransport}}
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err == nil || !strings.Contains(err.Error(), "over") || n > maxUpstreamJSON {
+		t.Fatalf("read %d bytes, err %v", n, err)
 	}
 }
