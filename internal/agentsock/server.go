@@ -26,9 +26,17 @@ import (
 // frame, and every later stdin frame.
 const DefaultMaxHeader = 1 << 20
 
+// DefaultMaxConns bounds the connections one agent socket serves at once.
+// Each holds a goroutine and up to a call header in memory, and the sandbox
+// decides how many it opens: past the bound, further connections wait in
+// the listen queue, so one agent cannot exhaust the gateway for the others.
+// It is above egress's own per-agent limit, which refuses with a reason.
+const DefaultMaxConns = 1024
+
 // Options tune the server.
 type Options struct {
 	MaxHeader int64 // bytes; default DefaultMaxHeader
+	MaxConns  int   // per agent socket; default DefaultMaxConns
 	Logger    *slog.Logger
 }
 
@@ -88,6 +96,9 @@ type listener struct {
 func New(gw *gateway.Gateway, opts Options) *Server {
 	if opts.MaxHeader <= 0 {
 		opts.MaxHeader = DefaultMaxHeader
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = DefaultMaxConns
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -190,6 +201,7 @@ func (s *Server) listen(k Socket) (*listener, error) {
 		return nil, fmt.Errorf("agentsock: listening for agent %q: %w", k.Agent, err)
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(true)
+	ln = newLimitListener(ln, s.opts.MaxConns)
 	// Mode first, owner second: there is no moment the socket is open to all.
 	err = os.Chmod(k.Path, 0o600)
 	if err == nil && os.Geteuid() == 0 {
@@ -251,6 +263,9 @@ func removeStale(path string) error {
 }
 
 func peerCred(c net.Conn) (Peer, bool) {
+	if lc, ok := c.(*limitConn); ok {
+		c = lc.Conn
+	}
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return Peer{}, false
@@ -267,4 +282,56 @@ func peerCred(c net.Conn) (Peer, bool) {
 		return Peer{}, false
 	}
 	return Peer{PID: cred.Pid, UID: cred.Uid, GID: cred.Gid}, true
+}
+
+// limitListener accepts a connection only while fewer than cap(sem) are open.
+type limitListener struct {
+	net.Listener
+	sem  chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func newLimitListener(ln net.Listener, n int) *limitListener {
+	return &limitListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+func (l *limitListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// limitConn gives its slot back once, on the first Close.
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// CloseWrite keeps the half-close a hijacked connection (egress) relies on.
+func (c *limitConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }

@@ -284,3 +284,48 @@ func TestHandleMountsRoutes(t *testing.T) {
 		}
 	}
 }
+
+// A sandbox that opens connections and holds them cannot take more than
+// its socket's share: past MaxConns the next one waits until one closes.
+func TestConnectionsBounded(t *testing.T) {
+	env := sockettest.New(t, sockettest.Allowlist{"a": {"echo"}})
+	srv := agentsock.New(env.GW, agentsock.Options{MaxConns: 2})
+	t.Cleanup(func() { srv.Close() })
+	sock := filepath.Join(env.Dir, "bounded.sock")
+	if err := srv.Serve("a", sock, os.Getuid(), os.Getgid()); err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	for range 2 {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Half a request: the connection stays open, its handler waiting.
+		if _, err := io.WriteString(c, "POST /v1/tools/echo/call HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	call := func() error {
+		req, _ := http.NewRequest("POST", "http://toolgate/v1/tools/echo/call", strings.NewReader(`{"argv":["hi"]}`))
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		resp, err := httpClient(sock).Do(req.WithContext(ctx))
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := call(); err == nil {
+		t.Fatal("a third connection was served while two were held")
+	}
+	held[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for call() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no connection served after one was released")
+		}
+	}
+	held[1].Close()
+}
