@@ -93,10 +93,20 @@ func Tail(ctx context.Context, dir string, f Filter, n int, follow bool, fn func
 	if err != nil {
 		return err
 	}
-	for i := len(rotated) - 1; i >= 0 && (n < 0 || len(last) < n); i-- {
-		if sameFile(cur, rotated[i]) { // rotated after we opened it
-			continue
+	// Only files older than cur: when cur was rotated after we opened it, it
+	// and any newer file are in the list, and are followed after it below.
+	for i, p := range rotated {
+		if sameFile(cur, p) {
+			rotated = rotated[:i]
+			break
 		}
+	}
+	// seen is the newest rotated file whose entries come before cur's.
+	seen := ""
+	if len(rotated) > 0 {
+		seen = rotated[len(rotated)-1]
+	}
+	for i := len(rotated) - 1; i >= 0 && (n < 0 || len(last) < n); i-- {
 		newer := last
 		last = nil
 		if err := scanPath(rotated[i], &f, collect); err != nil {
@@ -117,16 +127,44 @@ func Tail(ctx context.Context, dir string, f Filter, n int, follow bool, fn func
 		}
 		if !sameFile(cur, curPath) {
 			if fi, serr := os.Stat(curPath); serr == nil && fi.Mode().IsRegular() {
-				if cur != nil { // rotated: drain what it got before the rename
-					if _, err := scanFrom(cur, off, &f, fn); err != nil {
-						return err
-					}
-					cur.Close()
-				}
-				if cur, err = os.Open(curPath); err != nil {
+				// Open the new file before listing, so a rotation in between
+				// shows it among the rotated files, where the walk stops.
+				next, err := os.Open(curPath)
+				if err != nil {
 					return fmt.Errorf("audit: %w", err)
 				}
-				off = 0
+				if cur != nil { // rotated: drain what it got before the rename
+					if _, err := scanFrom(cur, off, &f, fn); err != nil {
+						next.Close()
+						return err
+					}
+				}
+				// Files rotated since cur (more than one rotation between
+				// polls) hold entries that come before next's.
+				rotated, err := rotatedFiles(dir)
+				if err != nil {
+					next.Close()
+					return err
+				}
+				for _, p := range rotated {
+					if sameFile(next, p) {
+						break
+					}
+					if p <= seen {
+						continue
+					}
+					if !sameFile(cur, p) {
+						if err := scanPath(p, &f, fn); err != nil {
+							next.Close()
+							return err
+						}
+					}
+					seen = p
+				}
+				if cur != nil {
+					cur.Close()
+				}
+				cur, off = next, 0
 				continue
 			}
 		}
