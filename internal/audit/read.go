@@ -38,20 +38,37 @@ var pollInterval = 200 * time.Millisecond
 // Reading does not verify the chain (that is Verify's job); lines that do not
 // parse are skipped.
 func Query(dir string, f Filter, fn func(*gateway.Entry) error) error {
-	files, err := allFiles(dir)
+	// Open audit.jsonl before listing the rotated files: a rotation in
+	// between puts it among them, and the walk stops there, so no file
+	// falls between the list and the open.
+	cur, err := os.Open(filepath.Join(dir, CurrentFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("audit: %w", err)
+	}
+	if cur != nil {
+		defer cur.Close()
+	}
+	rotated, err := rotatedFiles(dir)
 	if err != nil {
 		return err
 	}
-	for _, path := range files {
+	for _, path := range rotated {
+		if sameFile(cur, path) {
+			break
+		}
 		// A rotated file holds only entries older than its name's time.
-		if t := rotationTime(path); !f.Since.IsZero() && !t.IsZero() && t.Before(f.Since) {
+		if t := rotationTime(path); !f.Since.IsZero() && t.Before(f.Since) {
 			continue
 		}
 		if err := scanPath(path, &f, fn); err != nil {
 			return err
 		}
 	}
-	return nil
+	if cur == nil {
+		return nil
+	}
+	_, err = scanFrom(cur, 0, &f, fn)
+	return err
 }
 
 // Find returns the entries of one call id: its decision and, for an allowed

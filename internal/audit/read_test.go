@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -192,6 +193,51 @@ func TestTailFollowsTwoRotationsInOnePoll(t *testing.T) {
 	for _, want := range []string{"id002", "id003", "id004"} {
 		if id := next(); id != want {
 			t.Fatalf("got %s, want %s", id, want)
+		}
+	}
+}
+
+// TestQueryWhileRotating: a query of a live, rotating log sees every entry
+// written before it started, with no file skipped.
+func TestQueryWhileRotating(t *testing.T) {
+	dir := t.TempDir()
+	w := open(t, dir, Options{MaxFileBytes: 600}) // about two entries a file
+	defer w.Close()
+	stop := make(chan struct{})
+	werr := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				werr <- nil
+				return
+			default:
+			}
+			e := entry(i % 60)
+			e.ID = fmt.Sprint(i)
+			if err := w.Append(e); err != nil {
+				werr <- err
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		if err := <-werr; err != nil {
+			t.Fatal(err)
+		}
+	}()
+	for range 200 {
+		want := 0
+		err := Query(dir, Filter{}, func(e *gateway.Entry) error {
+			if e.ID != fmt.Sprint(want) {
+				return fmt.Errorf("entry %s where %d was due: a file was skipped", e.ID, want)
+			}
+			want++
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
