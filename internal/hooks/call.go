@@ -137,8 +137,14 @@ func stringField(fields map[string]json.RawMessage, name string, optional bool) 
 }
 
 // resolve makes p absolute against cwd (or workspace) and resolves ".."
-// lexically; symlinks are the sandbox's business, not the hook's.
+// lexically; symlinks are the sandbox's business, not the hook's. Claude
+// Code expands a leading "~" to the home directory, which the gateway does
+// not know: taken as relative, "~/.ssh/id_rsa" would look to policy like a
+// file inside the working directory, so such a path is refused.
 func resolve(p, cwd, workspace string) (string, error) {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		return "", fmt.Errorf("%w: path %q is relative to the home directory; give an absolute path", ErrWrongType, p)
+	}
 	if path.IsAbs(p) {
 		return path.Clean(p), nil
 	}

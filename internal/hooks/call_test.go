@@ -106,6 +106,8 @@ func TestToCallBad(t *testing.T) {
 		{"write no path", "Write", `{"content":"x"}`, "/w", ErrMissingField},
 		{"write path object", "Write", `{"file_path":{"p":1},"content":"x"}`, "/w", ErrWrongType},
 		{"relative path without base", "Read", `{"file_path":"a"}`, "", ErrMissingField},
+		{"home-relative path", "Read", `{"file_path":"~/.ssh/id_rsa"}`, "/w", ErrWrongType},
+		{"home directory", "Grep", `{"pattern":"x","path":"~"}`, "/w", ErrWrongType},
 		{"mcp without tool", "mcp__server", `{}`, "/w", ErrWrongType},
 	}
 	for _, tt := range tests {
