@@ -203,9 +203,7 @@ func (g *Guard) Resolve(ctx context.Context, t Target, at *Attempt) error {
 	}
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, g.opts.ResolveTimeout)
-	// Rooted, so the host's resolv.conf search domains never turn a name
-	// that does not exist into one under them that no rule allowed.
-	addrs, err := g.opts.Resolver.LookupNetIP(rctx, "ip", t.Host+".")
+	addrs, err := g.opts.Resolver.LookupNetIP(rctx, "ip", lookupName(t.Host))
 	cancel()
 	at.Resolve = time.Since(start)
 	if err != nil {
@@ -218,6 +216,17 @@ func (g *Guard) Resolve(ctx context.Context, t Target, at *Attempt) error {
 		at.Resolved = append(at.Resolved, a.Unmap())
 	}
 	return nil
+}
+
+// lookupName roots a dotted name, so the host's resolv.conf search domains
+// never turn one that does not exist into a name under them that no rule
+// allowed. A single-label name is left relative: the operator allowlisted
+// a local name (/etc/hosts, the search domain), which only resolves so.
+func lookupName(host string) string {
+	if strings.Contains(host, ".") {
+		return host + "."
+	}
+	return host
 }
 
 // DialResolved vets at.Resolved and dials only those addresses, in order,

@@ -360,4 +360,13 @@ func TestGuardResolvesAbsoluteName(t *testing.T) {
 	if len(r.names) != 1 || r.names[0] != "x.test." {
 		t.Fatalf("looked up %q, want the rooted name \"x.test.\"", r.names)
 	}
+	// A single-label name stays local (/etc/hosts keys it without the dot).
+	r.names = nil
+	g = NewGuard(Policy{Allow: mustRules(t, "db:5432"), AllowPrivate: true}, Options{Resolver: r, Classify: testOutside})
+	if err := g.Resolve(context.Background(), mustTarget(t, "db:5432"), at); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.names) != 1 || r.names[0] != "db" {
+		t.Fatalf("looked up %q, want \"db\"", r.names)
+	}
 }
