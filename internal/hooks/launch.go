@@ -12,12 +12,13 @@ var hookSkippingFlags = []string{"--bare", "--safe-mode"}
 
 // CheckLaunch refuses an argv that starts Claude Code with a flag that
 // skips hooks. claude may come after a wrapper (env, timeout, npx …), so
-// every word from the first one named claude on is checked; flags given as
-// --flag=value count too.
+// every word from the first one naming it (the claude binary, or the npm
+// package @anthropic-ai/claude-code that npx runs) on is checked; flags
+// given as --flag=value count too.
 func CheckLaunch(argv []string) error {
 	at := -1
 	for i, a := range argv {
-		if path.Base(a) == "claude" {
+		if b := path.Base(a); b == "claude" || b == "claude-code" || strings.HasPrefix(b, "claude-code@") {
 			at = i
 			break
 		}

@@ -16,6 +16,8 @@ func TestCheckLaunch(t *testing.T) {
 		{[]string{"claude", "--bare", "-p", "x"}, "--bare"},
 		{[]string{"/usr/local/bin/claude", "--safe-mode"}, "--safe-mode"},
 		{[]string{"env", "A=1", "claude", "--bare=true"}, "--bare"},
+		{[]string{"npx", "@anthropic-ai/claude-code", "--bare"}, "--bare"},
+		{[]string{"npx", "-y", "@anthropic-ai/claude-code@2.1.328", "--safe-mode"}, "--safe-mode"},
 		{[]string{"claude", "-p", "--", "--bare"}, ""}, // after --: the prompt, not a flag
 		{[]string{"sh", "-c", "echo --bare"}, ""},
 		{[]string{"grep", "--bare", "claude"}, ""},
