@@ -234,10 +234,10 @@ type boundedBody struct {
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
+	if b.left < 0 {
 		return 0, fmt.Errorf("upstream answer over %d bytes", maxUpstreamJSON)
 	}
-	if int64(len(p)) > b.left {
+	if int64(len(p)) > b.left+1 {
 		p = p[:b.left+1] // one byte more tells "exactly the bound" from "over it"
 	}
 	n, err := b.ReadCloser.Read(p)

@@ -286,4 +286,9 @@ func TestUpstreamJSONAnswerBounded(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "over") || n > maxUpstreamJSON {
 		t.Fatalf("read %d bytes, err %v", n, err)
 	}
+	// An answer of exactly the bound is whole.
+	exact := &boundedBody{ReadCloser: io.NopCloser(bytes.NewReader(make([]byte, 100))), left: 100}
+	if n, err := io.Copy(io.Discard, exact); n != 100 || err != nil {
+		t.Fatalf("exact bound: %d bytes, err %v", n, err)
+	}
 }
