@@ -309,11 +309,22 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	for _, s := range d.servers {
 		errs = append(errs, s.Shutdown(ctx))
 	}
-	errs = append(errs, d.close())
+	errs = append(errs, d.closeEntryPoints())
+	// Calls from the agent sockets (closed, not drained) and from other
+	// entry points may still be running: their result entries must reach
+	// the audit log before it closes.
+	if err := d.gw.Wait(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("calls still running at shutdown; their results are not recorded: %w", err))
+	}
+	errs = append(errs, d.audit.Close(), d.docker.Close())
 	return errors.Join(errs...)
 }
 
 func (d *Daemon) close() error {
+	return errors.Join(d.closeEntryPoints(), d.audit.Close(), d.docker.Close())
+}
+
+func (d *Daemon) closeEntryPoints() error {
 	var errs []error
 	if d.door != nil {
 		errs = append(errs, d.door.Close())
@@ -321,5 +332,5 @@ func (d *Daemon) close() error {
 	if d.sock != nil {
 		errs = append(errs, d.sock.Close())
 	}
-	return errors.Join(append(errs, d.audit.Close(), d.docker.Close())...)
+	return errors.Join(errs...)
 }

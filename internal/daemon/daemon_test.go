@@ -574,3 +574,37 @@ agents:
 	}
 	e.verify()
 }
+
+// TestShutdownRecordsResultsOfCallsInFlight: a call still running when the
+// daemon shuts down (the agent sockets are closed, not drained) gets its
+// result entry before the audit log closes.
+func TestShutdownRecordsResultsOfCallsInFlight(t *testing.T) {
+	e := newEnv(t, "inflight")
+	a := e.agents[0]
+	call := &gateway.Call{Agent: a, Tool: "exec", Args: json.RawMessage(`{"command":"sleep 1"}`), Via: "socket"}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.d.Gateway().Handle(context.Background(), call, nil)
+		done <- err
+	}()
+	dir := filepath.Join(e.home, "logs")
+	var id string // the call's decision is on disk: it is running
+	for id == "" {
+		time.Sleep(20 * time.Millisecond)
+		_ = audit.Query(dir, audit.Filter{Agent: a, Tool: "exec"}, func(en *gateway.Entry) error { id = en.ID; return nil })
+	}
+	if err := e.d.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.d = nil
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	es, err := audit.Find(dir, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 2 || es[1].Phase != gateway.PhaseResult {
+		t.Fatalf("entries of a call running at shutdown: %d, want its decision and result", len(es))
+	}
+}

@@ -59,6 +59,10 @@ type Gateway struct {
 	opts  Options
 	state atomic.Pointer[Snapshot]
 	stats sync.Map // agent name → *AgentStats
+
+	mu       sync.Mutex // guards inflight and idle
+	inflight int
+	idle     chan struct{} // closed when inflight drops to 0; nil while nobody waits
 }
 
 // AgentStats counts an agent's calls since the gateway started.
@@ -93,6 +97,8 @@ func (g *Gateway) Stats(agent string) *AgentStats {
 // entry point calls it. The call's Agent must already be set from the
 // transport's identity.
 func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result, error) {
+	g.begin()
+	defer g.end()
 	snap := g.state.Load()
 	start := time.Now()
 	call.ID = NewID()
@@ -139,6 +145,44 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 		g.opts.Logger.Error("audit append of result failed", "id", call.ID, "err", aerr)
 	}
 	return res, err
+}
+
+func (g *Gateway) begin() {
+	g.mu.Lock()
+	g.inflight++
+	g.mu.Unlock()
+}
+
+func (g *Gateway) end() {
+	g.mu.Lock()
+	if g.inflight--; g.inflight == 0 && g.idle != nil {
+		close(g.idle)
+		g.idle = nil
+	}
+	g.mu.Unlock()
+}
+
+// Wait returns once no call is in Handle (every result entry handed to the
+// audit sink), or with ctx's error. A shutdown calls it after its listeners
+// stop and before it closes the audit log, so no running call loses its
+// result entry.
+func (g *Gateway) Wait(ctx context.Context) error {
+	g.mu.Lock()
+	if g.inflight == 0 {
+		g.mu.Unlock()
+		return nil
+	}
+	if g.idle == nil {
+		g.idle = make(chan struct{})
+	}
+	idle := g.idle
+	g.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (g *Gateway) decide(snap *Snapshot, call *Call) (Tool, Decision) {

@@ -204,3 +204,54 @@ func TestAsyncResults(t *testing.T) {
 		}
 	}
 }
+
+// blockTool runs until release is closed.
+type blockTool struct {
+	fakeTool
+	started, release chan struct{}
+}
+
+func (t *blockTool) Run(ctx context.Context, call *Call, env *RunEnv) (*Result, error) {
+	close(t.started)
+	<-t.release
+	return t.fakeTool.Run(ctx, call, env)
+}
+
+// TestWaitForCallsInFlight: Wait holds a shutdown until running calls have
+// handed their result entries to the sink.
+func TestWaitForCallsInFlight(t *testing.T) {
+	sink := &memSink{}
+	tool := &blockTool{started: make(chan struct{}), release: make(chan struct{})}
+	g := New(Options{Audit: sink}, &Snapshot{
+		Agents: map[string]AgentInfo{"a": {Name: "a"}}, Tools: map[string]Tool{"echo": tool}, Decider: denyTool{},
+	})
+	if err := g.Wait(context.Background()); err != nil {
+		t.Fatalf("Wait with nothing running: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.Handle(context.Background(), &Call{Agent: "a", Tool: "echo", Args: json.RawMessage(`{}`)}, nil)
+		done <- err
+	}()
+	<-tool.started
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := g.Wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait returned %v while a call runs", err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- g.Wait(context.Background()) }()
+	close(tool.release)
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	sink.mu.Lock()
+	n := len(sink.entries)
+	sink.mu.Unlock()
+	if n != 2 {
+		t.Fatalf("%d entries when Wait returned, want decision and result", n)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
