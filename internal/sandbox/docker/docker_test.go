@@ -441,12 +441,19 @@ func waitForCall(t *testing.T, sb *Sandbox, id string) {
 	t.Fatalf("call %s never started", id)
 }
 
+// A killed process is reaped by the sandbox's init a moment later (and a
+// cancelled call's group is killed as its connection goes), so a loaded
+// machine gets a short while before what is left counts.
 func assertNoSleep(t *testing.T, sb *Sandbox) {
 	t.Helper()
-	r := mustRun(t, sb, "ps", "-o", "pid,args")
-	if strings.Contains(r.stdout, "sleep") {
-		t.Fatalf("processes left:\n%s", r.stdout)
+	var r execResult
+	for range 40 {
+		if r = mustRun(t, sb, "ps", "-o", "pid,args"); !strings.Contains(r.stdout, "sleep") {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
+	t.Fatalf("processes left:\n%s", r.stdout)
 }
 
 type countingWriter struct{ n atomic.Int64 }
@@ -662,6 +669,28 @@ func BenchmarkExecTrue(b *testing.B) {
 				}
 				return err
 			})
+		})
+	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("sink broken") }
+
+// When the caller's output writer fails the call ends with an error, and
+// its process tree ends with it: nothing is left running unwatched.
+func TestBrokenOutputKillsTree(t *testing.T) {
+	_, sb := newAgent(t)
+	for _, path := range execPaths {
+		t.Run(path.name, func(t *testing.T) {
+			_, err := path.exec(sb, context.Background(), &gateway.ExecSpec{
+				Argv:   []string{"sh", "-c", "echo hi; sleep 100 & sleep 100"},
+				CallID: "broken", Stdout: failingWriter{}, Stderr: io.Discard,
+			})
+			if err == nil {
+				t.Fatal("a broken output writer was not an error")
+			}
+			assertNoSleep(t, sb)
 		})
 	}
 }

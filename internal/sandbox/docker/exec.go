@@ -148,7 +148,14 @@ func (s *Sandbox) execEngine(ctx context.Context, spec *gateway.ExecSpec, callID
 
 	select {
 	case copyErr := <-copied:
-		return s.finish(ctx, execID, copyErr, spec.Timeout, time.Since(start))
+		out, err := s.finish(ctx, execID, copyErr, spec.Timeout, time.Since(start))
+		if err != nil && !errors.Is(err, errStopped) {
+			// The output broke off (a failed writer, a lost stream)
+			// with the call perhaps still running: it must not go on
+			// unwatched.
+			s.killCall(ctx, callID)
+		}
+		return out, err
 	case <-ctx.Done():
 		s.killCall(ctx, callID)
 		att.Close()
