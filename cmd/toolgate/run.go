@@ -1,8 +1,12 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/hooks"
+	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -12,13 +16,23 @@ func newRunCmd(g *globals) *cobra.Command {
 		Short: "Run a program (e.g. claude) in an agent's sandbox, output streamed",
 		Long: `Runs ARGV in the agent's sandbox through the gateway (an exec call, decided and
 recorded like any other). Refuses to start claude with --bare or --safe-mode:
-both skip the hooks that gate and record Claude Code's tools.`,
-		Example: `  toolgate run demo --timeout 30m -- claude -p "fix the tests" --settings /workspace/.claude/toolgate.json`,
+both skip the hooks that gate and record Claude Code's tools. When ARGV starts
+claude without --settings, the gate and the tap are added as inline settings
+(--settings '<json>'): on claude's command line, not in a file the agent could
+edit. Give your own --settings (see toolgate hooks settings --merge) to opt out.`,
+		Example: `  toolgate run demo --timeout 30m -- claude -p "fix the tests"`,
 		Args:    cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			argv := args[1:]
 			if err := hooks.CheckLaunch(argv); err != nil {
 				return err
+			}
+			argv, gated, err := hooks.WithGate(argv, hooks.GateCommand{Command: sandbox.ClientPath})
+			if err != nil {
+				return err
+			}
+			if !gated && hooks.ClaudeAt(argv) >= 0 {
+				fmt.Fprintln(os.Stderr, "toolgate: claude runs with your --settings: make sure they register the gate (toolgate hooks settings --merge)")
 			}
 			call := map[string]any{"argv": argv}
 			if cwd != "" {

@@ -16,13 +16,7 @@ var hookSkippingFlags = []string{"--bare", "--safe-mode"}
 // package @anthropic-ai/claude-code that npx runs) on is checked; flags
 // given as --flag=value count too.
 func CheckLaunch(argv []string) error {
-	at := -1
-	for i, a := range argv {
-		if b := path.Base(a); b == "claude" || b == "claude-code" || strings.HasPrefix(b, "claude-code@") {
-			at = i
-			break
-		}
-	}
+	at := ClaudeAt(argv)
 	if at < 0 {
 		return nil
 	}
@@ -38,4 +32,40 @@ func CheckLaunch(argv []string) error {
 		}
 	}
 	return nil
+}
+
+// ClaudeAt is the index of the word in argv that starts Claude Code (the
+// claude binary, or the npm package npx runs), -1 when there is none.
+func ClaudeAt(argv []string) int {
+	for i, a := range argv {
+		if b := path.Base(a); b == "claude" || b == "claude-code" || strings.HasPrefix(b, "claude-code@") {
+			return i
+		}
+	}
+	return -1
+}
+
+// WithGate inserts `--settings <inline JSON>` registering the gate and the
+// tap right after the word that starts Claude Code, unless argv already
+// names settings. Inline, the settings live on claude's command line, not
+// in a file the agent could edit. ok is false when nothing was inserted.
+func WithGate(argv []string, gate GateCommand) (out []string, ok bool, err error) {
+	at := ClaudeAt(argv)
+	if at < 0 {
+		return argv, false, nil
+	}
+	for _, a := range argv[at+1:] {
+		if a == "--" {
+			break
+		}
+		if name, _, _ := strings.Cut(a, "="); name == "--settings" {
+			return argv, false, nil
+		}
+	}
+	settings, err := MergeSettings(nil, gate)
+	if err != nil {
+		return nil, false, err
+	}
+	out = append(append(append([]string{}, argv[:at+1]...), "--settings", string(settings)), argv[at+1:]...)
+	return out, true, nil
 }

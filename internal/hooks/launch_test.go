@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -52,5 +53,26 @@ func TestToolPrepare(t *testing.T) {
 	aa := tool.(gateway.AuditArgs)
 	if got := string(aa.AuditArgs([]byte(`{"file_path":"/a","content":"secret body"}`))); strings.Contains(got, "secret") || !strings.Contains(got, `"bytes":11`) {
 		t.Errorf("AuditArgs kept the body: %s", got)
+	}
+}
+
+func TestWithGate(t *testing.T) {
+	gate := GateCommand{Command: "/tools/toolgate-client"}
+	out, ok, err := WithGate([]string{"env", "X=1", "claude", "-p", "fix it"}, gate)
+	if err != nil || !ok || len(out) != 7 || out[2] != "claude" || out[3] != "--settings" || out[5] != "-p" {
+		t.Fatalf("WithGate: %q %v %v", out, ok, err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out[4]), &doc); err != nil || doc["hooks"] == nil {
+		t.Fatalf("inline settings %q: %v", out[4], err)
+	}
+	for _, argv := range [][]string{
+		{"claude", "-p", "x", "--settings", "/etc/mine.json"},
+		{"claude", "--settings=/etc/mine.json"},
+		{"python3", "agent.py"},
+	} {
+		if out, ok, err := WithGate(argv, gate); err != nil || ok || len(out) != len(argv) {
+			t.Errorf("WithGate(%q) = %q %v %v, want it unchanged", argv, out, ok, err)
+		}
 	}
 }
