@@ -169,6 +169,11 @@ func normaliseName(host string) (string, error) {
 			}
 		}
 		if !ascii {
+			// Punycode takes time quadratic in the label and writes at
+			// least a byte per rune: refuse a long one before encoding.
+			if utf8.RuneCountInString(l) > maxLabelLen {
+				return "", fmt.Errorf("label longer than %d bytes", maxLabelLen)
+			}
 			p, err := punycodeEncode(l)
 			if err != nil {
 				return "", err
