@@ -76,6 +76,13 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "plugin named as another plugin's tool",
+			yaml: "plugins:\n  git: {kind: builtin}\n  git.push: {kind: builtin}\n  gitx.push: {kind: builtin}\n",
+			want: []string{
+				`c.yaml:3: plugins["git.push"]: git.push reads as a tool of plugin git (SERVER.TOOL), so every agent listing git would get it; rename it`,
+			},
+		},
+		{
 			name: "duplicate key",
 			yaml: "agents:\n  demo: {}\n  demo: {}\n",
 			want: []string{`c.yaml:3: agents.demo: defined twice (first at line 2)`},

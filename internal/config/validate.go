@@ -129,6 +129,15 @@ func (d *decoder) plugins(ps map[string]Plugin) {
 			d.errorf(d.at(path), path, "%s is a core tool; a plugin cannot take its name", name)
 		case !pluginName.MatchString(name):
 			d.errorf(d.at(path), path, "plugin names are 1-63 lowercase letters, digits, _, . or -, starting with a letter or digit")
+		default:
+			// SERVER.TOOL names a tool of plugin SERVER, and listing SERVER
+			// allows all of them: a plugin of that form would be granted to
+			// every agent that lists SERVER.
+			if server, _, ok := strings.Cut(name, "."); ok {
+				if _, clash := ps[server]; clash {
+					d.errorf(d.at(path), path, "%s reads as a tool of plugin %s (SERVER.TOOL), so every agent listing %s would get it; rename it", name, server, server)
+				}
+			}
 		}
 		if p.Kind == "" {
 			d.errorf(d.at(path+".kind"), path+".kind", "required (e.g. command, builtin)")
