@@ -195,11 +195,22 @@ func (d *Daemon) Reload(ctx context.Context) error {
 	}
 	d.bounder.AddSecrets(built.Secrets.Values()...) // before any call can use a new secret
 	d.mu.Lock()
+	old := d.built
 	d.built = built
 	d.mu.Unlock()
 	d.gw.Swap(built.Snapshot)
 	d.log.Info("configuration reloaded", "agents", len(cfg.Agents))
-	return d.ensureSandboxes(ctx, built)
+	errs := []error{d.ensureSandboxes(ctx, built)}
+	// An agent taken out of the config loses its sandbox (its workspace stays
+	// on the host): nothing of it should keep running unaccounted for.
+	for name := range old.Config.Agents {
+		if _, kept := cfg.Agents[name]; !kept {
+			if err := d.docker.Remove(ctx, name); err != nil {
+				errs = append(errs, fmt.Errorf("removing the sandbox of agent %s: %w", name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // config is the configuration in force.

@@ -444,6 +444,25 @@ func TestRestartReattachesAndReloadKeepsCallsInFlight(t *testing.T) {
 	if !errors.As(err, &we) || we.Rule != "no-cat" {
 		t.Fatalf("reloaded rule not applied: %v", err)
 	}
+	// An agent taken out of the config loses its sandbox and its calls.
+	removed := testenv.Prefix() + "gone"
+	e.agents = append(e.agents, removed)
+	e.writeConfig("")
+	if err := e.d.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	goneID := e.containerID(removed)
+	e.agents = e.agents[:len(e.agents)-1]
+	e.writeConfig("")
+	if err := e.d.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("docker", "inspect", goneID).CombinedOutput(); err == nil {
+		t.Fatalf("the removed agent's container is still there: %s", out[:min(len(out), 200)])
+	}
+	if _, err := e.call(removed, "exec", map[string]any{"argv": []string{"true"}}); err == nil {
+		t.Fatal("a removed agent's call ran")
+	}
 	// An invalid config is refused and the running one stays.
 	if err := os.WriteFile(e.cfg, []byte("agents: [oops"), 0o600); err != nil {
 		t.Fatal(err)
