@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,7 +55,9 @@ func (c *Client) Call(ctx context.Context, agent, tool string, args any, stdout,
 	if err != nil {
 		return nil, err
 	}
-	req, err := c.request(ctx, http.MethodPost, "/v1/agents/"+agent+"/tools/"+tool+"/call", body)
+	// Escaped: a name with '/', '?' or '#' must reach the server as that name
+	// (and be refused as unknown), not as another route or a shorter name.
+	req, err := c.request(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(agent)+"/tools/"+url.PathEscape(tool)+"/call", body)
 	if err != nil {
 		return nil, err
 	}
