@@ -261,8 +261,13 @@ func (g *Gateway) Refuse(call *Call, dec Decision) error {
 		call.ID = NewID()
 	}
 	dec.Allow = false
-	if call.Agent != "" {
-		g.Stats(call.Agent).Denials.Add(1)
+	if err := g.opts.Audit.Append(g.entry(call, nil, dec)); err != nil {
+		return err
 	}
-	return g.opts.Audit.Append(g.entry(call, nil, dec))
+	if call.Agent != "" { // counted like a denial in Handle: a call, and a denial
+		stats := g.Stats(call.Agent)
+		stats.Calls.Add(1)
+		stats.Denials.Add(1)
+	}
+	return nil
 }

@@ -146,6 +146,17 @@ func TestRefuseAndStats(t *testing.T) {
 	if s := g.Stats("a"); s.Calls.Load() != 2 || s.Denials.Load() != 1 {
 		t.Fatalf("stats calls=%d denials=%d", s.Calls.Load(), s.Denials.Load())
 	}
+	// A refusal at an entry point counts as a denied call, once it is recorded.
+	if err := g.Refuse(&Call{Agent: "a", Kind: KindEgress, Tool: "connect"}, Decision{Rule: "egress.allowlist"}); err != nil {
+		t.Fatal(err)
+	}
+	sink.fail = errors.New("disk full")
+	if err := g.Refuse(&Call{Agent: "a", Kind: KindEgress, Tool: "connect"}, Decision{Rule: "egress.allowlist"}); err == nil {
+		t.Fatal("Refuse with a failing sink returned nil")
+	}
+	if s := g.Stats("a"); s.Calls.Load() != 3 || s.Denials.Load() != 2 {
+		t.Fatalf("after refusals: stats calls=%d denials=%d, want 3 and 2", s.Calls.Load(), s.Denials.Load())
+	}
 }
 
 // TestSwapKeepsInFlight: a reload swaps the snapshot; later calls see the new one.
