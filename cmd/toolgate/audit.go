@@ -131,7 +131,9 @@ func newAuditShowCmd(g *globals) *cobra.Command {
 // printEntry writes one entry as a line for people.
 func printEntry(e *gateway.Entry) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s  %.12s  %-8s %-6s %-9s %-10s %-5s", e.TS.Local().Format("15:04:05.000"), e.ID, e.Phase,
+	// The whole id: it is what `audit show` takes, and its leading digits
+	// are a timestamp, so a prefix does not tell calls apart.
+	fmt.Fprintf(&b, "%s  %s  %-8s %-6s %-9s %-10s %-5s", e.TS.Local().Format("15:04:05.000"), e.ID, e.Phase,
 		orDash(e.Agent), e.Type, e.Tool, e.Decision)
 	if e.Rule != "" {
 		fmt.Fprintf(&b, " [%s]", e.Rule)

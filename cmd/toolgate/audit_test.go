@@ -1,10 +1,14 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/gateway"
 )
 
 // TestAuditDirRefusesBrokenConfig: with a config that does not load, the
@@ -35,5 +39,52 @@ func TestAuditDirRefusesBrokenConfig(t *testing.T) {
 	root.SetArgs([]string{"--home", home, "audit", "verify"})
 	if err := root.Execute(); err != nil {
 		t.Fatalf("verify without a config: %v", err)
+	}
+}
+
+// TestAuditTailIDsWorkWithShow: the id `audit tail` prints is one `audit
+// show` finds.
+func TestAuditTailIDsWorkWithShow(t *testing.T) {
+	home := t.TempDir()
+	w, err := audit.Open(filepath.Join(home, "logs"), audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := w.Append(&gateway.Entry{ID: gateway.NewID(), Phase: gateway.PhaseDecision, Agent: "demo", Type: gateway.KindCore, Tool: "exec", Decision: "allow"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		r, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout := os.Stdout
+		os.Stdout = pw
+		root := newRootCmd()
+		root.SetArgs(append([]string{"--home", home}, args...))
+		err = root.Execute()
+		os.Stdout = stdout
+		pw.Close()
+		out, _ := io.ReadAll(r)
+		return string(out), err
+	}
+	out, err := run("audit", "tail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("tail printed %q", out)
+	}
+	for _, line := range lines {
+		id := strings.Fields(line)[1]
+		if _, err := run("audit", "show", id); err != nil {
+			t.Fatalf("audit show %s (from tail): %v", id, err)
+		}
 	}
 }
