@@ -105,6 +105,15 @@ func (t *tunnel) pipe(dst, src net.Conn, n *atomic.Int64) {
 			}
 		}
 		k, rerr := src.Read(want)
+		limited := false
+		if m := t.limits.MaxBytes; m > 0 && k > 0 {
+			// The other direction may have read against the same
+			// allowance meanwhile: count first, pass on only what fits.
+			if over := t.total.Add(int64(k)) - m; over > 0 {
+				k -= int(min(over, int64(k)))
+				limited = true
+			}
+		}
 		if k > 0 {
 			now := time.Now()
 			t.last.Store(now.UnixNano())
@@ -121,7 +130,10 @@ func (t *tunnel) pipe(dst, src net.Conn, n *atomic.Int64) {
 				return
 			}
 			n.Add(int64(k))
-			t.total.Add(int64(k))
+		}
+		if limited {
+			t.fail(ErrByteLimit)
+			return
 		}
 		switch {
 		case rerr == nil:

@@ -141,3 +141,25 @@ func TestTunnelContextCancel(t *testing.T) {
 		t.Errorf("tunnel = %+v", r)
 	}
 }
+
+// The byte limit counts both directions together even when both have data
+// at once: bytes already waiting on each side when the tunnel starts must
+// not each be let through against the same remaining allowance.
+func TestTunnelByteLimitBothWays(t *testing.T) {
+	for range 200 { // the race needs both pipes reading at once
+		app, client := tcpPair(t)
+		upstream, server := tcpPair(t)
+		app.Write(make([]byte, 1000))
+		server.Write(make([]byte, 1000))
+		st, err := Tunnel(context.Background(), client, upstream, Limits{MaxBytes: 1000})
+		app.SetReadDeadline(time.Now().Add(5 * time.Second))
+		server.SetReadDeadline(time.Now().Add(5 * time.Second))
+		toApp, _ := io.ReadAll(app)
+		toServer, _ := io.ReadAll(server)
+		app.Close()
+		server.Close()
+		if !errors.Is(err, ErrByteLimit) || st.Up+st.Down > 1000 || len(toApp)+len(toServer) > 1000 {
+			t.Fatalf("carried %d up, %d down (stats %+v, %v) through a 1000-byte tunnel", len(toServer), len(toApp), st, err)
+		}
+	}
+}
