@@ -73,7 +73,7 @@ func Run(ctx context.Context, opts Options) error {
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
 				if err := d.Reload(ctx); err != nil {
-					d.log.Error("reload failed; keeping the running configuration", "err", err)
+					d.log.Error("reload", "err", err)
 				}
 				continue
 			}
@@ -186,13 +186,18 @@ func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) error {
 // on the snapshot they started with. An invalid file changes nothing.
 func (d *Daemon) Reload(ctx context.Context) error {
 	cfg, err := config.Load(d.opts.Home, d.opts.ConfigPath)
-	if err != nil {
-		return err
+	if err == nil {
+		var built *Built
+		if built, err = Build(cfg); err == nil {
+			return d.swap(ctx, built)
+		}
 	}
-	built, err := Build(cfg)
-	if err != nil {
-		return err
-	}
+	return fmt.Errorf("configuration not reloaded, the running one stays: %w", err)
+}
+
+// swap puts a built configuration in force and brings the sandboxes in line.
+func (d *Daemon) swap(ctx context.Context, built *Built) error {
+	cfg := built.Config
 	d.bounder.AddSecrets(built.Secrets.Values()...) // before any call can use a new secret
 	d.mu.Lock()
 	old := d.built
@@ -200,6 +205,10 @@ func (d *Daemon) Reload(ctx context.Context) error {
 	d.mu.Unlock()
 	d.gw.Swap(built.Snapshot)
 	d.log.Info("configuration reloaded", "agents", len(cfg.Agents))
+	if old.Config.Gateway.Listen != cfg.Gateway.Listen || old.Config.Gateway.Audit != cfg.Gateway.Audit ||
+		old.Config.Gateway.ClientBinary != cfg.Gateway.ClientBinary {
+		d.log.Warn("gateway.listen, gateway.audit and gateway.clientBinary take effect only when toolgate serve restarts")
+	}
 	errs := []error{d.ensureSandboxes(ctx, built)}
 	// An agent taken out of the config loses its sandbox (its workspace stays
 	// on the host): nothing of it should keep running unaccounted for.
@@ -210,7 +219,10 @@ func (d *Daemon) Reload(ctx context.Context) error {
 			}
 		}
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("configuration reloaded, but: %w", err)
+	}
+	return nil
 }
 
 // config is the configuration in force.
