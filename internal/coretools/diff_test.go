@@ -228,7 +228,7 @@ func FuzzPrepare(f *testing.F) {
 		if name == "exec" && (len(call.Argv) == 0 || call.Argv[0] == "") {
 			t.Fatalf("exec without argv: %q", call.Argv)
 		}
-		if aa, ok := tool.(gateway.AuditArgs); ok && !json.Valid(aa.AuditArgs(call.Args)) {
+		if aa, ok := tool.(gateway.AuditArgs); ok && !json.Valid(aa.AuditArgs(call)) {
 			t.Fatalf("audit args not JSON")
 		}
 	})

@@ -204,6 +204,6 @@ func (t *Exec) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 }
 
 // AuditArgs keeps the size of stdin, never its content.
-func (*Exec) AuditArgs(raw json.RawMessage) json.RawMessage {
-	return auditSized(raw, stringSize, "stdin")
+func (*Exec) AuditArgs(call *gateway.Call) json.RawMessage {
+	return auditSized(call.Args, stringSize, "stdin")
 }

@@ -200,9 +200,17 @@ func TestAuditArgs(t *testing.T) {
 		{"exec", `[1]`, `[1]`},
 	}
 	for _, c := range cases {
-		got := string(tools[c.tool].(gateway.AuditArgs).AuditArgs(json.RawMessage(c.args)))
-		if got != c.want {
+		// As refused before Prepare (sized from the JSON), and as prepared
+		// (sized from what Prepare decoded): the same record either way.
+		call := &gateway.Call{Agent: "a", Tool: c.tool, Args: json.RawMessage(c.args)}
+		aa := tools[c.tool].(gateway.AuditArgs)
+		if got := string(aa.AuditArgs(call)); got != c.want {
 			t.Errorf("%s %s: audit args %s, want %s", c.tool, c.args, got, c.want)
+		}
+		if tools[c.tool].Prepare(call, testAgent) == nil {
+			if got := string(aa.AuditArgs(call)); got != c.want {
+				t.Errorf("%s %s prepared: audit args %s, want %s", c.tool, c.args, got, c.want)
+			}
 		}
 	}
 	for _, name := range []string{"read", "patch"} {

@@ -63,25 +63,31 @@ func (t *Write) parse(raw json.RawMessage, agent string) (*writeArgs, []byte, er
 	return &a, data, nil
 }
 
+// writePrepared is what Prepare keeps in Call.Prepared: a large body is
+// decoded once per call, not again by Run and AuditArgs.
+type writePrepared struct {
+	args *writeArgs
+	data []byte
+}
+
 func (t *Write) Prepare(call *gateway.Call, agent gateway.AgentInfo) error {
-	a, _, err := t.parse(call.Args, call.Agent)
+	a, data, err := t.parse(call.Args, call.Agent)
 	if err != nil {
 		return err
 	}
 	if call.Path, err = resolvePath("path", a.Path, agent); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
+	call.Prepared = &writePrepared{args: a, data: data}
 	return nil
 }
 
 func (t *Write) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv) (*gateway.Result, error) {
-	_, data, err := t.parse(call.Args, call.Agent)
-	if err != nil {
-		return nil, err
-	}
-	if call.Path == "" {
+	p, ok := call.Prepared.(*writePrepared)
+	if !ok || call.Path == "" {
 		return nil, errNotPrepared
 	}
+	data := p.data
 	if env.Sandbox == nil {
 		return nil, errNoSandbox
 	}
@@ -93,7 +99,16 @@ func (t *Write) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv
 }
 
 // AuditArgs keeps the content's size (decoded, for base64), never the content.
-func (*Write) AuditArgs(raw json.RawMessage) json.RawMessage {
+func (*Write) AuditArgs(call *gateway.Call) json.RawMessage {
+	if p, ok := call.Prepared.(*writePrepared); ok {
+		m := map[string]any{"path": p.args.Path, "content": map[string]int{"bytes": len(p.data)}}
+		if p.args.Encoding != "" {
+			m["encoding"] = p.args.Encoding
+		}
+		out, _ := json.Marshal(m)
+		return out
+	}
+	raw := call.Args // refused before it was prepared: sized from the JSON
 	var enc struct {
 		Encoding string `json:"encoding"`
 	}

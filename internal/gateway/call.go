@@ -45,6 +45,10 @@ type Call struct {
 	// Detail carries type-specific facts for the audit entry (peer credentials,
 	// egress addresses …). Keys are JSON field names.
 	Detail map[string]any
+
+	// Prepared is the tool's own reading of Args, kept by its Prepare so Run
+	// and AuditArgs need not decode a large body again. Tool-private.
+	Prepared any
 }
 
 // ArgsMap decodes Args for policy evaluation; non-object arguments yield nil.

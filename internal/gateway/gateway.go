@@ -228,9 +228,8 @@ func (g *Gateway) entry(call *Call, tool Tool, dec Decision) *Entry {
 	args := call.Args
 	if len(args) > 0 && !json.Valid(args) {
 		args, _ = json.Marshal(map[string]int{"invalidJSONBytes": len(args)})
-	}
-	if aa, ok := tool.(AuditArgs); ok && len(args) > 0 {
-		args = aa.AuditArgs(args)
+	} else if aa, ok := tool.(AuditArgs); ok && len(args) > 0 {
+		args = aa.AuditArgs(call)
 	}
 	if g.opts.BoundArgs != nil && len(args) > 0 {
 		args = g.opts.BoundArgs(args)

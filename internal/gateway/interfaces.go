@@ -39,9 +39,10 @@ type Tool interface {
 }
 
 // AuditArgs is implemented by tools whose arguments carry bodies that the
-// audit log must keep only as sizes (file contents, stdin).
+// audit log must keep only as sizes (file contents, stdin). It gets the call
+// as Prepare left it (Prepared may be nil when Prepare refused the call).
 type AuditArgs interface {
-	AuditArgs(raw json.RawMessage) json.RawMessage
+	AuditArgs(call *Call) json.RawMessage
 }
 
 // AgentInfo is what tools need to know about the calling agent.

@@ -51,7 +51,7 @@ func TestToolPrepare(t *testing.T) {
 		}
 	}
 	aa := tool.(gateway.AuditArgs)
-	if got := string(aa.AuditArgs([]byte(`{"file_path":"/a","content":"secret body"}`))); strings.Contains(got, "secret") || !strings.Contains(got, `"bytes":11`) {
+	if got := string(aa.AuditArgs(&gateway.Call{Tool: "Write", Args: []byte(`{"file_path":"/a","content":"secret body"}`)})); strings.Contains(got, "secret") || !strings.Contains(got, `"bytes":11`) {
 		t.Errorf("AuditArgs kept the body: %s", got)
 	}
 }

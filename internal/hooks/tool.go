@@ -16,10 +16,10 @@ import (
 // happened after it.
 const DecisionReported = "reported"
 
-// auditBodyFields is every key bodyFields names for any tool. The gateway
-// asks a tool for AuditArgs without the call, and one hook tool serves all
-// of Claude Code's tools, so the audit drops these keys' bodies whichever
-// tool sent them; policy still sees them in Call.Args.
+// auditBodyFields is every key bodyFields names for any tool. One hook tool
+// serves all of Claude Code's tools, MCP tools and ones added after this
+// was written, so the audit drops these keys' bodies whichever tool sent
+// them; policy still sees them in Call.Args.
 var auditBodyFields = func() map[string]bool {
 	m := map[string]bool{}
 	for _, fields := range bodyFields {
@@ -65,6 +65,6 @@ func (hookTool) Run(context.Context, *gateway.Call, *gateway.RunEnv) (*gateway.R
 }
 
 // AuditArgs keeps file bodies as sizes (see auditBodyFields).
-func (hookTool) AuditArgs(raw json.RawMessage) json.RawMessage {
-	return bound(raw, auditBodyFields, 0)
+func (hookTool) AuditArgs(call *gateway.Call) json.RawMessage {
+	return bound(call.Args, auditBodyFields, 0)
 }
