@@ -209,6 +209,7 @@ func (d *Daemon) swap(ctx context.Context, built *Built) error {
 		old.Config.Gateway.ClientBinary != cfg.Gateway.ClientBinary {
 		d.log.Warn("gateway.listen, gateway.audit and gateway.clientBinary take effect only when toolgate serve restarts")
 	}
+	mcp.PruneUpstreams(cfg)
 	errs := []error{d.ensureSandboxes(ctx, built)}
 	// An agent taken out of the config loses its sandbox (its workspace stays
 	// on the host): nothing of it should keep running unaccounted for.
@@ -352,6 +353,7 @@ func (d *Daemon) closeEntryPoints() error {
 	if d.door != nil {
 		errs = append(errs, d.door.Close())
 	}
+	mcp.PruneUpstreams(nil)
 	if d.sock != nil {
 		errs = append(errs, d.sock.Close())
 	}

@@ -154,6 +154,21 @@ func upstreamFor(name string, p config.Plugin, env plugin.Env) (*upstream, error
 	return u, nil
 }
 
+// PruneUpstreams closes the connection (and so the process) of every
+// upstream server that cfg no longer declares, e.g. after a reload; nil
+// closes them all. Their secrets must not outlive their configuration.
+func PruneUpstreams(cfg *config.Config) {
+	upstreamsMu.Lock()
+	defer upstreamsMu.Unlock()
+	for name, u := range upstreams {
+		if cfg != nil && cfg.Plugins[name].Kind == UpstreamKind {
+			continue
+		}
+		u.close()
+		delete(upstreams, name)
+	}
+}
+
 func (u *upstream) close() {
 	u.mu.Lock()
 	defer u.mu.Unlock()

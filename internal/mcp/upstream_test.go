@@ -292,3 +292,30 @@ func TestUpstreamJSONAnswerBounded(t *testing.T) {
 		t.Fatalf("exact bound: %d bytes, err %v", n, err)
 	}
 }
+
+// TestPruneUpstreams: a server taken out of the configuration is closed and
+// forgotten; one still declared stays.
+func TestPruneUpstreams(t *testing.T) {
+	SetPinsFile(filepath.Join(t.TempDir(), PinsFile))
+	f := newFixture(t, upstreamConfig(t, "v1"), Options{})
+	upstreamsMu.Lock()
+	_, built := upstreams["up"]
+	upstreamsMu.Unlock()
+	if !built {
+		t.Fatal("the upstream was not registered")
+	}
+	PruneUpstreams(f.cfg)
+	upstreamsMu.Lock()
+	_, kept := upstreams["up"]
+	upstreamsMu.Unlock()
+	if !kept {
+		t.Fatal("a declared upstream was pruned")
+	}
+	PruneUpstreams(&config.Config{})
+	upstreamsMu.Lock()
+	_, left := upstreams["up"]
+	upstreamsMu.Unlock()
+	if left {
+		t.Fatal("an undeclared upstream was kept")
+	}
+}
