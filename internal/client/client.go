@@ -73,6 +73,6 @@ func usage(w io.Writer) {
 	sort.Strings(names)
 	fmt.Fprintln(w, "usage: toolgate-client COMMAND [ARGS]")
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-5s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-9s %s\n", n, commands[n].summary)
 	}
 }

@@ -72,7 +72,7 @@ type Options struct {
 // Server serves the hook routes.
 type Server struct {
 	opts Options
-	seen *recent // "agent\x00event id" of recorded tap events and observations
+	seen *recent // per agent, the event ids of recorded tap events and observations
 
 	mu       sync.Mutex
 	inflight map[string]chan struct{} // ids being appended right now
@@ -100,7 +100,7 @@ func New(opts Options) (*Server, error) {
 		for _, typ := range []gateway.Kind{gateway.KindHook, gateway.KindObserved} {
 			err := audit.Query(opts.AuditDir, audit.Filter{Type: string(typ), Since: since}, func(e *gateway.Entry) error {
 				if id := recordedID(e); id != "" {
-					s.seen.add(key(e.Agent, id))
+					s.seen.add(e.Agent, id)
 				}
 				return nil
 			})
@@ -296,7 +296,7 @@ func (s *Server) record(agent, id string, e *gateway.Entry) (dup bool, err error
 	k := key(agent, id)
 	s.mu.Lock()
 	for {
-		if s.seen.has(k) {
+		if s.seen.has(agent, id) {
 			s.mu.Unlock()
 			return true, nil
 		}
@@ -317,7 +317,7 @@ func (s *Server) record(agent, id string, e *gateway.Entry) (dup bool, err error
 	s.mu.Lock()
 	delete(s.inflight, k)
 	if err == nil {
-		s.seen.add(k)
+		s.seen.add(agent, id)
 	}
 	s.mu.Unlock()
 	close(ch)
@@ -388,27 +388,47 @@ func (s *Server) IngestStream(agent string, r io.Reader) (IngestAnswer, error) {
 	return ans, err
 }
 
-// recent is a set of the last n ids added.
+// recent remembers, per agent, the last n event ids recorded: kept apart,
+// so one agent's flood of events cannot push another's ids out and make
+// that agent's redeliveries count twice.
 type recent struct {
+	n      int
+	agents map[string]*idRing
+}
+
+// idRing is a set of the last n ids added.
+type idRing struct {
 	set  map[string]struct{}
 	ring []string
 	next int
 }
 
-func newRecent(n int) *recent {
-	return &recent{set: make(map[string]struct{}, n), ring: make([]string, n)}
+func newRecent(n int) *recent { return &recent{n: n, agents: map[string]*idRing{}} }
+
+func (r *recent) has(agent, id string) bool {
+	ids := r.agents[agent]
+	if ids == nil {
+		return false
+	}
+	_, ok := ids.set[id]
+	return ok
 }
 
-func (r *recent) has(k string) bool { _, ok := r.set[k]; return ok }
-
-func (r *recent) add(k string) {
-	if r.has(k) {
+func (r *recent) add(agent, id string) {
+	ids := r.agents[agent]
+	if ids == nil {
+		ids = &idRing{set: map[string]struct{}{}}
+		r.agents[agent] = ids
+	}
+	if _, ok := ids.set[id]; ok {
 		return
 	}
-	if old := r.ring[r.next]; old != "" {
-		delete(r.set, old)
+	if len(ids.ring) < r.n {
+		ids.ring = append(ids.ring, id)
+	} else {
+		delete(ids.set, ids.ring[ids.next])
+		ids.ring[ids.next] = id
+		ids.next = (ids.next + 1) % r.n
 	}
-	r.ring[r.next] = k
-	r.set[k] = struct{}{}
-	r.next = (r.next + 1) % len(r.ring)
+	ids.set[id] = struct{}{}
 }
