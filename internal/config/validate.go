@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/toolgate/toolgate/internal/sandbox"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,8 +14,8 @@ import (
 
 // Built-in defaults, applied after Config.Defaults.
 const (
-	DefaultImage       = "toolgate/sandbox:latest"
-	DefaultUser        = "1000:1000"
+	DefaultImage       = sandbox.DefaultImage
+	DefaultUser        = sandbox.DefaultUser
 	DefaultMemory      = "512m"
 	DefaultCPUs        = 1.0
 	DefaultPids        = 256

@@ -24,31 +24,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/toolgate/toolgate/internal/sandbox"
 	"hash/fnv"
 	"io"
 	"path"
 	"reflect"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
-
-// Defaults used for a limit the configuration leaves at zero; they match the
-// documented defaults of config.Limits.
-const (
-	DefaultExecTimeout = 10 * time.Minute
-	DefaultMaxOutput   = 1 << 20
-	DefaultMaxReadFile = 10 << 20
-	DefaultMaxWrite    = 64 << 20
-)
-
-// DefaultWorkspace is the workspace as the sandbox sees it when the agent
-// does not say otherwise.
-const DefaultWorkspace = "/workspace"
 
 // LimitsFunc returns the limits of the named agent. It is consulted on every
 // call, so a configuration reload takes effect for the next call.
@@ -68,22 +55,24 @@ type shared struct {
 	locks [64]sync.Mutex
 }
 
+// limitsOf is the agent's limits, config's defaults for any left at zero
+// (a loaded config never does; a bare LimitsFunc in a test may).
 func (s *shared) limitsOf(agent string) config.Limits {
 	var l config.Limits
 	if s.limits != nil {
 		l = s.limits(agent)
 	}
 	if l.ExecTimeout <= 0 {
-		l.ExecTimeout = DefaultExecTimeout
+		l.ExecTimeout = config.DefaultExecTimeout
 	}
 	if l.MaxOutput <= 0 {
-		l.MaxOutput = DefaultMaxOutput
+		l.MaxOutput = config.DefaultMaxOutput
 	}
 	if l.MaxReadFile <= 0 {
-		l.MaxReadFile = DefaultMaxReadFile
+		l.MaxReadFile = config.DefaultMaxReadFile
 	}
 	if l.MaxWrite <= 0 {
-		l.MaxWrite = DefaultMaxWrite
+		l.MaxWrite = config.DefaultMaxWrite
 	}
 	return l
 }
@@ -115,7 +104,7 @@ func resolvePath(field, p string, agent gateway.AgentInfo) (string, error) {
 	if !path.IsAbs(p) {
 		ws := agent.Workspace
 		if ws == "" {
-			ws = DefaultWorkspace
+			ws = sandbox.WorkspacePath
 		}
 		p = path.Join(ws, p)
 	}
