@@ -91,24 +91,7 @@ func TestTailFollowsAcrossRotation(t *testing.T) {
 	opts := Options{MaxFileBytes: 1500}
 	write(t, dir, opts, 0, 3)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	got := make(chan string, 100)
-	done := make(chan error, 1)
-	go func() {
-		done <- Tail(ctx, dir, Filter{Agent: "demo"}, 2, true, func(e *gateway.Entry) error { got <- e.ID; return nil })
-	}()
-	next := func() string {
-		select {
-		case id := <-got:
-			return id
-		case err := <-done:
-			t.Fatalf("Tail ended: %v", err)
-		case <-time.After(10 * time.Second): // a hang guard, not a speed assertion
-			t.Fatal("Tail delivered nothing")
-		}
-		return ""
-	}
+	next, stop := follow(t, dir, Filter{Agent: "demo"}, 2)
 	for _, want := range []string{"id001", "id002"} {
 		if id := next(); id != want {
 			t.Fatalf("got %s, want %s", id, want)
@@ -128,8 +111,7 @@ func TestTailFollowsAcrossRotation(t *testing.T) {
 	if w.Stats().Rotations == 0 {
 		t.Fatal("test did not rotate")
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -163,24 +145,7 @@ func TestTailFollowsTwoRotationsInOnePoll(t *testing.T) {
 	}
 	put(CurrentFile, 0, 1)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	got := make(chan string, 100)
-	done := make(chan error, 1)
-	go func() {
-		done <- Tail(ctx, dir, Filter{}, -1, true, func(e *gateway.Entry) error { got <- e.ID; return nil })
-	}()
-	next := func() string {
-		select {
-		case id := <-got:
-			return id
-		case err := <-done:
-			t.Fatalf("Tail ended: %v", err)
-		case <-time.After(10 * time.Second): // a hang guard, not a speed assertion
-			t.Fatal("Tail delivered nothing more")
-		}
-		return ""
-	}
+	next, _ := follow(t, dir, Filter{}, -1)
 	for _, want := range []string{"id000", "id001"} {
 		if id := next(); id != want {
 			t.Fatalf("got %s, want %s", id, want)
@@ -240,4 +205,34 @@ func TestQueryWhileRotating(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// follow runs Tail with follow on dir until stop (or the test's end) and
+// returns a function that gives the id of the next entry it delivers.
+func follow(t *testing.T, dir string, f Filter, n int) (next func() string, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	got := make(chan string, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- Tail(ctx, dir, f, n, true, func(e *gateway.Entry) error { got <- e.ID; return nil })
+	}()
+	next = func() string {
+		t.Helper()
+		select {
+		case id := <-got:
+			return id
+		case err := <-done:
+			t.Fatalf("Tail ended: %v", err)
+		case <-time.After(10 * time.Second): // a hang guard, not a speed assertion
+			t.Fatal("Tail delivered nothing more")
+		}
+		return ""
+	}
+	stop = func() error {
+		cancel()
+		return <-done
+	}
+	return next, stop
 }
