@@ -80,6 +80,10 @@ type Options struct {
 	Resolver       Resolver      // nil: net.DefaultResolver
 	ResolveTimeout time.Duration // default 5s
 	DialTimeout    time.Duration // per address; default 5s
+	// DialBudget bounds all the dial attempts of one connection together, so
+	// an answer full of black-hole addresses cannot hold a connection slot
+	// for minutes; default 3 × DialTimeout.
+	DialBudget time.Duration
 	// NAT64 lists the network's operator NAT64 prefixes, so the IPv4
 	// address they carry is classified (the well-known prefix always is).
 	NAT64 []netip.Prefix
@@ -106,6 +110,9 @@ func NewGuard(p Policy, o Options) *Guard {
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 5 * time.Second
+	}
+	if o.DialBudget <= 0 {
+		o.DialBudget = 3 * o.DialTimeout
 	}
 	base := Classifier{NAT64: o.NAT64}.Classify
 	g := &Guard{policy: p, opts: o, classify: base}
@@ -239,6 +246,8 @@ func (g *Guard) DialResolved(ctx context.Context, at *Attempt) (net.Conn, error)
 	}
 	start := time.Now()
 	defer func() { at.Dial = time.Since(start) }()
+	ctx, cancel := context.WithTimeout(ctx, g.opts.DialBudget)
+	defer cancel()
 	var errs []error
 	for _, a := range at.Resolved {
 		ap := netip.AddrPortFrom(a, at.Port)

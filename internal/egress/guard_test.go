@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -368,5 +369,52 @@ func TestGuardResolvesAbsoluteName(t *testing.T) {
 	}
 	if len(r.names) != 1 || r.names[0] != "db" {
 		t.Fatalf("looked up %q, want \"db\"", r.names)
+	}
+}
+
+// blackHole listens on addr with a full backlog and never accepts: a
+// connect to it is neither accepted nor refused, as to a dropped route.
+func blackHole(t *testing.T, addr netip.Addr) uint16 {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: addr.As4()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := syscall.Getsockname(fd)
+	port := uint16(sa.(*syscall.SockaddrInet4).Port)
+	for range 2 { // fill the backlog; later connects hang
+		c, err := net.DialTimeout("tcp", netip.AddrPortFrom(addr, port).String(), 100*time.Millisecond)
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+		}
+	}
+	return port
+}
+
+// An answer full of black-hole addresses is given up on as a whole at the
+// dial budget, not after a timeout per address.
+func TestGuardDialBudget(t *testing.T) {
+	port := blackHole(t, outsideA)
+	answer := make([]netip.Addr, 10)
+	for i := range answer {
+		answer[i] = outsideA
+	}
+	dns := dnstest.New(t, func(string, uint16, int) []netip.Addr { return answer })
+	p := strconv.Itoa(int(port))
+	g := NewGuard(Policy{Allow: mustRules(t, "hole.test:"+p)}, Options{Resolver: dns.Resolver(), Classify: testOutside,
+		DialTimeout: 200 * time.Millisecond, DialBudget: 500 * time.Millisecond})
+	_, at, err := g.Dial(context.Background(), mustTarget(t, "hole.test:"+p))
+	if err == nil {
+		t.Fatal("dialled a black hole")
+	}
+	if len(at.Dialled) >= len(answer) {
+		t.Fatalf("tried all %d addresses: the budget did not bound the attempts (%v)", len(at.Dialled), err)
 	}
 }
