@@ -52,6 +52,12 @@ func (d *decoder) egress(path string, e *Egress) {
 // meant to go through that proxy would silently bypass it — and a proxy
 // that resolved again would undo the pinning.
 func (d *decoder) gatewayEgress(c *Config) {
+	for i, p := range c.Gateway.Egress.NAT64 {
+		if _, err := nat64Prefix(p); err != nil {
+			path := fmt.Sprintf("gateway.egress.nat64[%d]", i)
+			d.errorf(d.at(path), path, "%v", err)
+		}
+	}
 	if r := c.Gateway.Egress.Resolver; r != "" {
 		if _, err := netip.ParseAddrPort(r); err != nil {
 			d.errorf(d.at("gateway.egress.resolver"), "gateway.egress.resolver", "%q is not ip:port (e.g. 127.0.0.1:53); a resolver named by host would itself need resolving", r)
@@ -151,5 +157,24 @@ func (c *Config) EgressOptions() egress.Options {
 			return d.DialContext(ctx, network, r)
 		}}
 	}
+	for _, p := range c.Gateway.Egress.NAT64 {
+		if pfx, err := nat64Prefix(p); err == nil { // validated at load
+			o.NAT64 = append(o.NAT64, pfx)
+		}
+	}
 	return o
+}
+
+// nat64Prefix parses an operator NAT64 prefix: IPv6, an RFC 6052 length.
+func nat64Prefix(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	switch {
+	case err != nil:
+		return p, fmt.Errorf("%q is not a prefix (e.g. 2001:db8:64::/96)", s)
+	case !p.Addr().Is6() || p.Addr().Is4In6():
+		return p, fmt.Errorf("%q is not an IPv6 prefix", s)
+	case !slices.Contains([]int{32, 40, 48, 56, 64, 96}, p.Bits()):
+		return p, fmt.Errorf("%q: a NAT64 prefix is /32, /40, /48, /56, /64 or /96 (RFC 6052)", s)
+	}
+	return p.Masked(), nil
 }

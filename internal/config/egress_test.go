@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"github.com/toolgate/toolgate/internal/egress"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +79,15 @@ func TestEgressErrors(t *testing.T) {
 			name: "resolver by name",
 			yaml: "gateway:\n  egress:\n    resolver: dns.local:53\n",
 			want: []string{`c.yaml:3: gateway.egress.resolver: "dns.local:53" is not ip:port (e.g. 127.0.0.1:53); a resolver named by host would itself need resolving`},
+		},
+		{
+			name: "NAT64 prefixes",
+			yaml: "gateway:\n  egress:\n    nat64:\n      - 2001:db8:64::/96\n      - 2001:db8::/33\n      - 10.0.0.0/8\n      - nope\n",
+			want: []string{
+				`c.yaml:5: gateway.egress.nat64[1]: "2001:db8::/33": a NAT64 prefix is /32, /40, /48, /56, /64 or /96 (RFC 6052)`,
+				`c.yaml:6: gateway.egress.nat64[2]: "10.0.0.0/8" is not an IPv6 prefix`,
+				`c.yaml:7: gateway.egress.nat64[3]: "nope" is not a prefix (e.g. 2001:db8:64::/96)`,
+			},
 		},
 		{
 			name: "unknown field",
@@ -179,5 +190,20 @@ agents:
 	}
 	if cfg.EgressOptions().Resolver != nil {
 		t.Error("a resolver without configuration")
+	}
+}
+
+// The configured NAT64 prefixes reach the guard: a metadata address behind
+// one is classified as what it is.
+func TestEgressOptionsNAT64(t *testing.T) {
+	noProxyEnv(t, nil)
+	cfg, err := Parse(t.TempDir(), "c.yaml", []byte("gateway:\n  egress:\n    nat64: [\"2001:db8:64::/96\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := cfg.EgressOptions()
+	c := egress.Classifier{NAT64: o.NAT64}
+	if got := c.Classify(netip.MustParseAddr("2001:db8:64::a9fe:a9fe")); got != egress.Metadata {
+		t.Fatalf("169.254.169.254 behind the operator prefix classified %v", got)
 	}
 }

@@ -35,6 +35,11 @@ type GatewayEgress struct {
 	// Resolver is the DNS server (ip:port) the guard asks; default: the
 	// host's resolver. For operators who pin DNS, and for tests.
 	Resolver string `yaml:"resolver"`
+	// NAT64 lists the network's operator NAT64 prefixes (RFC 6052 lengths:
+	// /32 /40 /48 /56 /64 /96), so the IPv4 address they carry is classified
+	// — a metadata address behind one is still refused. The well-known
+	// 64:ff9b::/96 is always decoded.
+	NAT64 []string `yaml:"nat64"`
 }
 
 // Audit configures the audit log. Fields tagged config:"size" take a byte
