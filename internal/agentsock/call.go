@@ -101,6 +101,11 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 	var stdin *io.PipeReader
 	var sawEOF atomic.Bool
 	if body != nil {
+		// A streamed call ends its connection: net/http must never read a
+		// next request while the body pump's last read may still be winding
+		// down (it panics on a concurrent Body.Read). A launcher makes one
+		// call per connection anyway.
+		w.Header().Set("Connection", "close")
 		var pw *io.PipeWriter
 		stdin, pw = io.Pipe()
 		streams.Stdin = stdin
