@@ -68,6 +68,8 @@ func (t *Patch) Prepare(call *gateway.Call, agent gateway.AgentInfo) error {
 }
 
 func (t *Patch) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv) (*gateway.Result, error) {
+	ctx, cancel := t.fileDeadline(ctx, call.Agent)
+	defer cancel()
 	a, hunks, err := t.parse(call.Args)
 	if err != nil {
 		return nil, err

@@ -83,6 +83,8 @@ func (t *Read) Prepare(call *gateway.Call, agent gateway.AgentInfo) error {
 }
 
 func (t *Read) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv) (*gateway.Result, error) {
+	ctx, cancel := t.fileDeadline(ctx, call.Agent)
+	defer cancel()
 	a, err := t.parse(call.Args)
 	if err != nil {
 		return nil, err

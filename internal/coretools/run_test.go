@@ -2,12 +2,15 @@ package coretools
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"github.com/toolgate/toolgate/internal/capped"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -350,6 +353,49 @@ func TestRunNeedsSandbox(t *testing.T) {
 		}
 		if _, err := tool.Run(t.Context(), call, &gateway.RunEnv{}); err != errNoSandbox {
 			t.Errorf("%s without a sandbox: %v", tool.Name(), err)
+		}
+	}
+}
+
+// silentSandbox never answers a file operation until its context ends, as
+// a hostile sandbox's executor could.
+type silentSandbox struct{ gateway.Sandbox }
+
+func (silentSandbox) ReadFile(ctx context.Context, _ string, _ int64) (*gateway.File, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (silentSandbox) WriteFile(ctx context.Context, _ string, _ []byte) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A sandbox that stops answering holds a file tool no longer than the
+// agent's exec timeout, even when the caller never gives up.
+func TestFileToolsEndAtTheExecTimeout(t *testing.T) {
+	h := newHarness(t, config.Limits{ExecTimeout: 50 * time.Millisecond})
+	for tool, args := range map[string]string{
+		"read":  `{"path":"a"}`,
+		"write": `{"path":"a","content":"x"}`,
+		"patch": `{"path":"a","old":"x","new":"y"}`,
+	} {
+		call, err := h.prepare(tool, args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := h.tools[tool].Run(context.Background(), call, &gateway.RunEnv{Agent: testAgent, Sandbox: silentSandbox{}})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s: %v, want the deadline", tool, err)
+			}
+		case <-time.After(10 * time.Second): // a hang guard, not a speed assertion
+			t.Fatalf("%s: still waiting on a silent sandbox", tool)
 		}
 	}
 }

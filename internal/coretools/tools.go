@@ -21,6 +21,7 @@ package coretools
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +54,13 @@ type shared struct {
 	// locks serialise write and patch on the same file of the same agent, so
 	// two patches through the gateway never lose each other's change.
 	locks [64]sync.Mutex
+}
+
+// fileDeadline bounds a file tool's work in the sandbox by the agent's exec
+// timeout: a sandbox that stops answering mid-read holds the call no longer
+// than it could hold an exec.
+func (s *shared) fileDeadline(ctx context.Context, agent string) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.limitsOf(agent).ExecTimeout)
 }
 
 // limitsOf is the agent's limits, config's defaults for any left at zero

@@ -83,6 +83,8 @@ func (t *Write) Prepare(call *gateway.Call, agent gateway.AgentInfo) error {
 }
 
 func (t *Write) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv) (*gateway.Result, error) {
+	ctx, cancel := t.fileDeadline(ctx, call.Agent)
+	defer cancel()
 	p, ok := call.Prepared.(*writePrepared)
 	if !ok || call.Path == "" {
 		return nil, errNotPrepared
