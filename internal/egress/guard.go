@@ -98,6 +98,9 @@ type Guard struct {
 	policy   Policy
 	opts     Options
 	classify func(netip.Addr) Class
+	// connect dials one vetted address; tests replace it to stand in for a
+	// network that never answers.
+	connect func(ctx context.Context, network, address string, d *net.Dialer) (net.Conn, error)
 }
 
 // NewGuard returns a guard for one agent's policy.
@@ -283,6 +286,11 @@ func (g *Guard) dialPinned(ctx context.Context, ap netip.AddrPort) (net.Conn, er
 	network := "tcp4"
 	if ap.Addr().Is6() {
 		network = "tcp6"
+	}
+	if g.connect != nil {
+		ctx, cancel := context.WithTimeout(ctx, d.Timeout)
+		defer cancel()
+		return g.connect(ctx, network, ap.String(), &d)
 	}
 	return d.DialContext(ctx, network, ap.String())
 }

@@ -453,11 +453,12 @@ func TestManyConnections(t *testing.T) {
 				peak = max(peak, env.Handler.Open("demo"))
 				mu.Unlock()
 				if c.status == 200 {
-					if _, err := c.Write([]byte("x")); err == nil {
-						_, err = io.ReadFull(c, buf)
+					_, ioErr := c.Write([]byte("x"))
+					if ioErr == nil {
+						_, ioErr = io.ReadFull(c, buf)
 					}
-					if err != nil {
-						t.Error(err)
+					if ioErr != nil {
+						t.Error(ioErr)
 					}
 				}
 				c.Close()

@@ -8,7 +8,6 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
 
 	"github.com/toolgate/toolgate/internal/config"
@@ -320,7 +319,7 @@ func (r *rule) eval(act *activation) (bool, error) {
 	}
 	b, ok := out.(types.Bool)
 	if !ok {
-		return false, fmt.Errorf("the rule returned %s, not a bool", out.Type().(ref.Type).TypeName())
+		return false, fmt.Errorf("the rule returned %s, not a bool", out.Type().TypeName())
 	}
 	return bool(b), nil
 }

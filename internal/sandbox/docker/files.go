@@ -61,11 +61,7 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte) error {
 	return s.argvIO(ctx, "write "+p, data, io.Discard, sandbox.ClientPath, "put", path.Clean(p))
 }
 
-// argv runs a helper command and turns a failure into an error naming what.
-func (s *Sandbox) argv(ctx context.Context, what string, argv ...string) error {
-	return s.argvIO(ctx, what, nil, nil, argv...)
-}
-
+// argvIO runs a helper command and turns a failure into an error naming what.
 func (s *Sandbox) argvIO(ctx context.Context, what string, stdin []byte, stdout io.Writer, argv ...string) error {
 	code, stderr, err := s.run(ctx, argv, stdin, stdout)
 	if err != nil {
