@@ -472,7 +472,9 @@ func TestBuildErrors(t *testing.T) {
 	}
 }
 
-func TestBuiltinSecret(t *testing.T) {
+// registerTestSecret registers the builtin once per test binary, however
+// often the test runs (-count).
+var registerTestSecret = sync.OnceFunc(func() {
 	RegisterBuiltin("test-secret", func(_ context.Context, inv *Invocation) (int, error) {
 		v, err := inv.Secret("tok")
 		if err != nil {
@@ -482,6 +484,10 @@ func TestBuiltinSecret(t *testing.T) {
 		fmt.Fprintf(inv.Stdout, "%x\n%s\n", sum, v)
 		return 0, nil
 	})
+})
+
+func TestBuiltinSecret(t *testing.T) {
+	registerTestSecret()
 	h := newHarness(t, map[string]config.Plugin{"hash": {Kind: "builtin", Builtin: "test-secret"}}, tokenDefs)
 	o := h.call(context.Background(), "demo", "hash", argv(), "")
 	sum := sha256.Sum256([]byte(token))

@@ -124,6 +124,10 @@ func newAgent(t testing.TB, mutate ...func(*sandbox.AgentSpec)) (sandbox.AgentSp
 	for _, f := range mutate {
 		f(&spec)
 	}
+	// A fresh agent directory, also when the test runs again (-count).
+	if err := os.RemoveAll(filepath.Dir(spec.Workspace)); err != nil {
+		t.Fatal(err)
+	}
 	sb, err := testMgr.Ensure(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
