@@ -325,8 +325,17 @@ func TestTunnelLimits(t *testing.T) {
 			t.Errorf("%d bytes came back through a 1k tunnel", n)
 		}
 		env.WaitReleased(t, "demo")
-		es := env.Egress(t)
-		res := es[len(es)-1]
+		// This tunnel's result: the one cut at the byte limit (tunnels of
+		// the test before may end, and be recorded, after it).
+		var res *gateway.Entry
+		for _, e := range env.Egress(t) {
+			if e.Agent == "demo" && e.Phase == gateway.PhaseResult && e.Error == egress.ErrByteLimit.Error() {
+				res = e
+			}
+		}
+		if res == nil {
+			t.Fatal("no result entry of a tunnel cut at the byte limit")
+		}
 		up, _ := res.Detail["bytesUp"].(float64)
 		down, _ := res.Detail["bytesDown"].(float64)
 		if res.Phase != gateway.PhaseResult || res.Error != egress.ErrByteLimit.Error() || up+down > 1024 {
