@@ -27,13 +27,19 @@ func newAuditCmd(g *globals) *cobra.Command {
 // would read (and verify) some other directory than the daemon writes.
 func (g *globals) auditDir() (string, error) {
 	cfg, err := config.Load(g.home, g.config)
+	var dir string
 	switch {
 	case err == nil:
-		return cfg.Gateway.Audit.Dir, nil
+		dir = cfg.Gateway.Audit.Dir
 	case errors.Is(err, fs.ErrNotExist):
-		return filepath.Join(g.home, "logs"), nil
+		dir = filepath.Join(g.home, "logs")
+	default:
+		return "", err
 	}
-	return "", err
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("no audit log at %s yet: `toolgate serve` writes it", dir)
+	}
+	return dir, nil
 }
 
 func newAuditTailCmd(g *globals) *cobra.Command {
