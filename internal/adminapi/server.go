@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -91,7 +92,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			wire.WriteError(w, http.StatusRequestEntityTooLarge, &wire.Error{Code: "too_large",
-				Message: "request body over the limit of " + byteSize(tooBig.Limit)})
+				Message: fmt.Sprintf("request body over the limit of %d bytes", tooBig.Limit)})
 			return
 		}
 		wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Message: err.Error()})
@@ -159,9 +160,4 @@ func (s *Server) maxBody() int64 {
 		return s.MaxBody
 	}
 	return DefaultMaxBody
-}
-
-func byteSize(n int64) string {
-	b, _ := json.Marshal(n)
-	return string(b) + " bytes"
 }

@@ -356,3 +356,17 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestListAllows(t *testing.T) {
+	list := []string{"git", "up", "srv.read"}
+	for name, want := range map[string]bool{
+		"git": true, "gh": false,
+		"up.echo": true, "up.a.b": true, // every tool of a listed server, dotted names too
+		"srv.read": true, "srv.write": false, // one tool of a server
+		"gitx": false, "git.admin": true, // config refuses a plugin git.admin beside git
+	} {
+		if got := ListAllows(list, name); got != want {
+			t.Errorf("ListAllows(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

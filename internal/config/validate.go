@@ -60,6 +60,17 @@ func (a *Agent) CoreEnabled(tool string) bool {
 	return p == nil || *p
 }
 
+// AllowsTool reports whether the agent's tools list admits plugin tool name.
+func (a *Agent) AllowsTool(name string) bool { return ListAllows(a.Tools, name) }
+
+// ListAllows is the allowlist rule: a tool is admitted when the list names
+// it, or — an upstream MCP server's tools are named SERVER.TOOL — when the
+// list names its server.
+func ListAllows(list []string, name string) bool {
+	server, _, _ := strings.Cut(name, ".")
+	return slices.Contains(list, name) || slices.Contains(list, server)
+}
+
 // MemoryBytes is the memory limit in bytes (0 if Limits.Memory is unset or invalid,
 // which Load never returns).
 func (a *Agent) MemoryBytes() int64 {

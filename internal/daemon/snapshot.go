@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/coretools"
@@ -91,8 +90,7 @@ func (b *Built) launchers(agent string) []string {
 		if t.Kind() != gateway.KindTool {
 			continue
 		}
-		server, _, _ := strings.Cut(name, ".")
-		if slices.Contains(b.Config.Agents[agent].Tools, name) || slices.Contains(b.Config.Agents[agent].Tools, server) {
+		if b.Config.Agents[agent].AllowsTool(name) {
 			names = append(names, name)
 		}
 	}

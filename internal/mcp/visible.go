@@ -1,9 +1,6 @@
 package mcp
 
 import (
-	"slices"
-	"strings"
-
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
@@ -17,10 +14,9 @@ func VisibleFromConfig(cfg func() *config.Config) func(agent string) []string {
 		if a == nil {
 			return nil
 		}
-		on := map[string]*bool{"read": a.Core.Read, "write": a.Core.Write, "patch": a.Core.Patch, "exec": a.Core.Exec}
 		var names []string
 		for _, t := range config.CoreTools {
-			if b := on[t]; b == nil || *b {
+			if a.CoreEnabled(t) {
 				names = append(names, t)
 			}
 		}
@@ -28,20 +24,13 @@ func VisibleFromConfig(cfg func() *config.Config) func(agent string) []string {
 	}
 }
 
-// visibleTools resolves visible names against the snapshot. A name also
-// covers the tools SERVER.TOOL of an upstream server it names.
+// visibleTools resolves visible names against the snapshot by the same
+// rule policy applies: a name also covers an upstream server's SERVER.TOOL.
 func visibleTools(snap *gateway.Snapshot, names []string) map[string]gateway.Tool {
 	want := map[string]gateway.Tool{}
-	for _, n := range names {
-		if t, ok := snap.Tools[n]; ok {
-			want[n] = t
-		}
-	}
 	for name, t := range snap.Tools {
-		if i := strings.LastIndexByte(name, '.'); i > 0 {
-			if slices.Contains(names, name[:i]) {
-				want[name] = t
-			}
+		if config.ListAllows(names, name) {
+			want[name] = t
 		}
 	}
 	return want

@@ -23,7 +23,7 @@ type Engine struct {
 
 type agentPolicy struct {
 	name   string
-	tools  map[string]bool
+	agent  *config.Agent
 	core   map[string]bool // core tool → switched on
 	rules  []*rule         // file order, for Explain
 	denies []*rule         // file order
@@ -74,13 +74,10 @@ func New(cfg *config.Config) (*Engine, error) {
 	for name, a := range cfg.Agents {
 		ap := &agentPolicy{
 			name:  name,
-			tools: make(map[string]bool, len(a.Tools)),
+			agent: a,
 			core:  make(map[string]bool, len(config.CoreTools)),
 			dflt: gateway.Decision{Allow: a.Default != "deny", Rule: "default",
 				Reason: fmt.Sprintf("no rule matched; agent %s defaults to %s", name, or(a.Default, "allow"))},
-		}
-		for _, t := range a.Tools {
-			ap.tools[t] = true
 		}
 		if a.Egress != nil {
 			p := a.Egress.Policy()
@@ -231,10 +228,7 @@ func (e *Engine) decide(call *gateway.Call, x *Explanation) gateway.Decision {
 				Reason: fmt.Sprintf("core tool %q is switched off for agent %s", call.Tool, ap.name)}
 		}
 	case gateway.KindTool:
-		// An upstream MCP server's tools are named SERVER.TOOL: listing the
-		// server allows all of them, listing SERVER.TOOL allows one.
-		server, _, _ := strings.Cut(call.Tool, ".")
-		if !ap.tools[call.Tool] && !ap.tools[server] {
+		if !ap.agent.AllowsTool(call.Tool) {
 			return gateway.Decision{Rule: "tools.allowlist",
 				Reason: fmt.Sprintf("tool %q is not in agent %s's tools", call.Tool, ap.name)}
 		}
