@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"io"
@@ -24,7 +24,7 @@ func TestAuditDirRefusesBrokenConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{{"audit", "verify"}, {"audit", "show", "x"}, {"audit", "tail"}} {
-		root := newRootCmd()
+		root := NewRootCmd()
 		root.SetArgs(append([]string{"--home", home}, args...))
 		err := root.Execute()
 		if err == nil || !strings.Contains(err.Error(), "dri") {
@@ -35,7 +35,7 @@ func TestAuditDirRefusesBrokenConfig(t *testing.T) {
 	if err := os.Remove(filepath.Join(home, "config.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	root := newRootCmd()
+	root := NewRootCmd()
 	root.SetArgs([]string{"--home", home, "audit", "verify"})
 	if err := root.Execute(); err != nil {
 		t.Fatalf("verify without a config: %v", err)
@@ -65,7 +65,7 @@ func TestAuditTailIDsWorkWithShow(t *testing.T) {
 		}
 		stdout := os.Stdout
 		os.Stdout = pw
-		root := newRootCmd()
+		root := NewRootCmd()
 		root.SetArgs(append([]string{"--home", home}, args...))
 		err = root.Execute()
 		os.Stdout = stdout

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"path/filepath"
@@ -20,7 +20,8 @@ func (g *globals) configPath() string {
 	return filepath.Join(g.home, "config.yaml")
 }
 
-func newRootCmd() *cobra.Command {
+// NewRootCmd returns the toolgate command tree.
+func NewRootCmd() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:           "toolgate",
