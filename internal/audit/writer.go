@@ -63,21 +63,28 @@ type Writer struct {
 	done   chan struct{}
 
 	// owned by the loop goroutine
-	f        *os.File
-	head     *os.File
-	size     int64
-	last     string
-	lastRot  time.Time
-	err      error // sticky: after a failed write nothing more is trusted
-	buf, enc bytes.Buffer
-	encoder  *json.Encoder
+	f       *os.File
+	head    *os.File
+	size    int64  // bytes of audit.jsonl that are durable
+	last    string // hash of the last line chained (in buf or on disk)
+	durable string // hash of the last durable line: the chain resumes here after a failure
+	lastRot time.Time
+	// broken: a write failed and the file's tail is not yet cut back to
+	// size (or the file is not open); repaired before the next write.
+	broken    bool
+	headStale bool       // the head file missed an update; rewritten at the next flush
+	retry     []*request // enqueued entries whose write failed, tried again first
+	lost      error      // enqueued entries given up on, reported by Close
+	buf, enc  bytes.Buffer
+	encoder   *json.Encoder
 
 	entries, syncs, rotations atomic.Uint64
 }
 
 type request struct {
-	e    *gateway.Entry
-	done chan error
+	e     *gateway.Entry
+	done  chan error
+	async bool // enqueued: nobody waits for done
 }
 
 var _ gateway.AuditSink = (*Writer)(nil)
@@ -125,6 +132,7 @@ func (w *Writer) resume() error {
 	if w.head, err = os.OpenFile(filepath.Join(w.dir, HeadFile), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
+	w.durable = w.last
 	head := readHead(w.head)
 	if head == "" || head == w.last {
 		return w.writeHead()
@@ -140,7 +148,7 @@ func (w *Writer) resume() error {
 	if !found {
 		w.log.Error("audit log truncated: last committed entry is missing; the next line will show the gap",
 			"dir", w.dir, "head", head, "lastOnDisk", w.last)
-		w.last = head
+		w.last, w.durable = head, head
 		return nil
 	}
 	return w.writeHead()
@@ -173,10 +181,10 @@ func (w *Writer) Append(e *gateway.Entry) error {
 }
 
 // Enqueue chains and writes e like Append but returns at once: the entry is
-// durable moments later, ordered before anything appended after it. A
-// failure is logged and makes every later Append fail, so the calls that
-// follow are refused. The gateway enqueues result entries, whose call's
-// decision was durable before it ran.
+// durable moments later, ordered before anything appended after it. When its
+// write fails it is kept and written first at the next commit (up to
+// maxBatch entries; more are logged and reported by Close). The gateway
+// enqueues result entries, whose call's decision was durable before it ran.
 func (w *Writer) Enqueue(e *gateway.Entry) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
@@ -184,7 +192,7 @@ func (w *Writer) Enqueue(e *gateway.Entry) {
 		w.log.Error("audit: entry enqueued after close, not recorded", "id", e.ID)
 		return
 	}
-	w.reqs <- &request{e: e, done: make(chan error, 1)}
+	w.reqs <- &request{e: e, done: make(chan error, 1), async: true}
 }
 
 // Flush returns once everything enqueued before it is durable (or failed).
@@ -201,7 +209,8 @@ func (w *Writer) Flush() error {
 }
 
 // Close waits for queued entries to be written and closes the files. It
-// reports a failed write, so entries enqueued and lost are not lost quietly.
+// reports enqueued entries that could not be written, so they are not lost
+// quietly.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	if w.closed {
@@ -212,7 +221,7 @@ func (w *Writer) Close() error {
 	close(w.reqs)
 	w.mu.Unlock()
 	<-w.done
-	return errors.Join(w.err, w.closeFiles())
+	return errors.Join(w.lost, w.closeFiles())
 }
 
 // Stats returns the counters since Open.
@@ -249,23 +258,35 @@ func (w *Writer) loop() {
 		}
 		w.commit(batch)
 	}
+	if len(w.retry) > 0 { // a last try for enqueued entries that failed
+		w.commit(nil)
+	}
+	for _, r := range w.retry {
+		w.lose(r, errors.New("audit: log still failing at close"))
+	}
 }
 
 // commit writes one batch: one write and one fsync, plus one more of each
-// when the batch crosses a rotation.
+// when the batch crosses a rotation. Entries enqueued earlier whose write
+// failed go first. A failure refuses the rest of the batch and leaves the
+// file as it was before the batch, so the next commit starts clean.
 func (w *Writer) commit(batch []*request) {
-	pending := batch[:0:0]
+	if len(w.retry) > 0 {
+		batch = append(w.retry, batch...)
+		w.retry = nil
+	}
+	if err := w.repair(); err != nil {
+		w.abort(batch, err)
+		return
+	}
+	var pending []*request // in buf, or barriers, answered by the next flush
 	reply := func(err error) {
 		for _, r := range pending {
 			r.done <- err
 		}
 		pending = pending[:0]
 	}
-	for _, r := range batch {
-		if w.err != nil {
-			r.done <- w.err
-			continue
-		}
+	for i, r := range batch {
 		if r.e == nil { // a Flush barrier: answered with this batch's fsync
 			pending = append(pending, r)
 			continue
@@ -278,34 +299,87 @@ func (w *Writer) commit(batch []*request) {
 		}
 		if w.opts.MaxFileBytes > 0 && w.size+int64(w.buf.Len()) > 0 &&
 			w.size+int64(w.buf.Len()+w.enc.Len()) > w.opts.MaxFileBytes {
-			err := w.flush()
-			reply(err)
-			if err == nil {
-				err = w.rotate()
+			if err := w.flush(); err != nil {
+				w.abort(append(pending, batch[i:]...), err)
+				return
 			}
-			if err != nil {
-				w.fail(err)
-				r.done <- w.err
-				continue
+			reply(nil)
+			if err := w.rotate(); err != nil {
+				w.abort(batch[i:], err)
+				return
 			}
 		}
 		w.last = r.e.Hash
 		w.buf.Write(w.enc.Bytes())
 		pending = append(pending, r)
 	}
-	err := w.flush()
-	if err != nil {
-		w.fail(err)
-		err = w.err
+	if err := w.flush(); err != nil {
+		w.abort(pending, err)
+		return
 	}
-	reply(err)
+	reply(nil)
 }
 
-func (w *Writer) fail(err error) {
-	if w.err == nil {
-		w.err = fmt.Errorf("audit: log failed, reopen to recover: %w", err)
-		w.log.Error("audit log write failed; refusing further entries", "dir", w.dir, "err", err)
+// abort answers reqs after a failed write: their entries are not recorded
+// (a waiting caller refuses its call; an enqueued entry is kept for the next
+// commit), the chain goes back to the last durable line, and the file's
+// tail is cut back to it.
+func (w *Writer) abort(reqs []*request, cause error) {
+	err := fmt.Errorf("audit: log write failed: %w", cause)
+	w.log.Error("audit log write failed; calls are refused until a write succeeds", "dir", w.dir, "err", cause)
+	w.buf.Reset()
+	w.last = w.durable
+	w.broken = true
+	if rerr := w.repair(); rerr != nil {
+		w.log.Error("audit: cutting the failed write off the log failed; trying again at the next entry", "err", rerr)
 	}
+	for _, r := range reqs {
+		switch {
+		case !r.async:
+			r.done <- err
+		case len(w.retry) < maxBatch:
+			w.retry = append(w.retry, r)
+		default:
+			w.lose(r, err)
+		}
+	}
+}
+
+func (w *Writer) lose(r *request, err error) {
+	w.log.Error("audit: enqueued entry not recorded", "id", r.e.ID, "err", err)
+	w.lost = errors.Join(w.lost, fmt.Errorf("entry %s not recorded: %w", r.e.ID, err))
+}
+
+// repair brings a broken log back to its last durable line: a failed write
+// may have left a torn line, or whole lines that never reached the disk
+// durably; either would be chained over by the next write. When rotation
+// failed half-way there is no open file: reopen audit.jsonl and cut any
+// torn tail.
+func (w *Writer) repair() error {
+	if !w.broken {
+		return nil
+	}
+	if w.f == nil {
+		f, err := w.openCurrent()
+		if err != nil {
+			return err
+		}
+		size, _, err := repairTail(f, w.log)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		w.f, w.size = f, size
+	} else {
+		if err := w.f.Truncate(w.size); err != nil {
+			return fmt.Errorf("audit: repair: %w", err)
+		}
+		if err := w.f.Sync(); err != nil {
+			return fmt.Errorf("audit: repair: %w", err)
+		}
+	}
+	w.broken = false
+	return nil
 }
 
 func (w *Writer) flush() error {
@@ -320,11 +394,22 @@ func (w *Writer) flush() error {
 		return err
 	}
 	w.size += int64(n)
+	w.durable = w.last
 	w.entries.Add(uint64(bytes.Count(w.buf.Bytes(), []byte{'\n'})))
 	w.syncs.Add(1)
 	w.buf.Reset()
 	// After the fsync, so the head never names a line that is not durable.
-	return w.writeHead()
+	// The lines are durable whether or not the head follows: a head that
+	// lags is what a crash leaves too, and Open handles it.
+	if err := w.writeHead(); err != nil {
+		if !w.headStale {
+			w.log.Warn("audit: head not updated; retrying at the next write", "err", err)
+		}
+		w.headStale = true
+	} else {
+		w.headStale = false
+	}
+	return nil
 }
 
 func (w *Writer) writeHead() error {

@@ -229,13 +229,13 @@ func TestAppendFailsClosed(t *testing.T) {
 	}
 	w.f.Close()
 	w.f = ro
-	for i := 1; i <= 2; i++ { // the failure is sticky
+	for i := 1; i <= 2; i++ { // refused for as long as the file stays unwritable
 		if err := w.Append(entry(i)); err == nil {
 			t.Fatalf("append %d succeeded on an unwritable file", i)
 		}
 	}
 	w.Close()
-	write(t, dir, Options{}, 3, 1) // reopening recovers
+	write(t, dir, Options{}, 3, 1)
 	verifyOK(t, dir, 2)
 }
 
