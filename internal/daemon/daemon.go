@@ -55,6 +55,7 @@ type Daemon struct {
 	mu      sync.Mutex // guards built across reloads
 	built   *Built
 	servers []*http.Server
+	lock    *os.File // HOME/serve.lock, held while serving
 }
 
 // Run starts the gateway and serves until ctx ends or SIGTERM/SIGINT arrives.
@@ -85,11 +86,20 @@ func Run(ctx context.Context, opts Options) error {
 
 // Start brings the gateway up: it refuses to start when the configuration is
 // invalid, the audit log cannot be opened, or the Docker Engine is unreachable.
-func Start(ctx context.Context, opts Options) (*Daemon, error) {
+func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
+	lock, err := lockHome(opts.Home)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
 	cfg, err := config.Load(opts.Home, opts.ConfigPath)
 	if err != nil {
 		return nil, err
@@ -115,7 +125,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		mgr.Close()
 		return nil, fmt.Errorf("opening the audit log: %w", err)
 	}
-	d := &Daemon{opts: opts, log: log, audit: aw, docker: mgr, client: client, built: built}
+	d := &Daemon{opts: opts, log: log, audit: aw, docker: mgr, client: client, built: built, lock: lock}
 	d.bounder = audit.NewBounder(cfg.Gateway.Audit.MaxArgBytes)
 	d.bounder.AddSecrets(built.Secrets.Values()...)
 	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: mgr, BoundArgs: d.bounder.Bound, Logger: log, AsyncResults: true}, built.Snapshot)
@@ -340,7 +350,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	if err := d.gw.Wait(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("calls still running at shutdown; their results are not recorded: %w", err))
 	}
-	errs = append(errs, d.audit.Close(), d.docker.Close())
+	errs = append(errs, d.audit.Close(), d.docker.Close(), d.lock.Close())
 	return errors.Join(errs...)
 }
 
