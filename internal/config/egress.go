@@ -1,16 +1,14 @@
 package config
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/egress"
+	"github.com/toolgate/toolgate/internal/egress/netrule"
 )
 
 // Built-in egress defaults for an agent that has an egress section.
@@ -33,7 +31,7 @@ func (d *decoder) egress(path string, e *Egress) {
 		return
 	}
 	for i, s := range e.Allow {
-		if _, err := egress.ParseRule(s); err != nil {
+		if _, err := netrule.ParseRule(s); err != nil {
 			p := fmt.Sprintf("%s.allow[%d]", path, i)
 			d.errorf(d.at(p), p, "%v", err)
 		}
@@ -53,7 +51,7 @@ func (d *decoder) egress(path string, e *Egress) {
 // that resolved again would undo the pinning.
 func (d *decoder) gatewayEgress(c *Config) {
 	for i, p := range c.Gateway.Egress.NAT64 {
-		if _, err := nat64Prefix(p); err != nil {
+		if _, err := NAT64Prefix(p); err != nil {
 			path := fmt.Sprintf("gateway.egress.nat64[%d]", i)
 			d.errorf(d.at(path), path, "%v", err)
 		}
@@ -120,10 +118,10 @@ func builtinEgress(e *Egress) {
 // Policy is the section's allowlist and private switch for the guard.
 // Load has validated the rules; a config built by hand may hold bad ones,
 // which are dropped (allowing less, never more).
-func (e *Egress) Policy() egress.Policy {
-	var p egress.Policy
+func (e *Egress) Policy() netrule.Policy {
+	var p netrule.Policy
 	for _, s := range e.Allow {
-		if r, err := egress.ParseRule(s); err == nil {
+		if r, err := netrule.ParseRule(s); err == nil {
 			p.Allow = append(p.Allow, r)
 		}
 	}
@@ -131,42 +129,8 @@ func (e *Egress) Policy() egress.Policy {
 	return p
 }
 
-// EgressAgents is the egress configuration of every agent that has one,
-// for egress.NewTool.
-func (c *Config) EgressAgents() map[string]egress.AgentConfig {
-	out := map[string]egress.AgentConfig{}
-	for name, a := range c.Agents {
-		if a.Egress == nil {
-			continue
-		}
-		out[name] = egress.AgentConfig{
-			Policy:         a.Egress.Policy(),
-			MaxConnections: a.Egress.MaxConnections,
-			Limits:         egress.Limits{IdleTimeout: a.Egress.IdleTimeout, MaxBytes: a.Egress.MaxBytes},
-		}
-	}
-	return out
-}
-
-// EgressOptions are the guard's options: the configured resolver, if any.
-func (c *Config) EgressOptions() egress.Options {
-	var o egress.Options
-	if r := c.Gateway.Egress.Resolver; r != "" {
-		o.Resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, r)
-		}}
-	}
-	for _, p := range c.Gateway.Egress.NAT64 {
-		if pfx, err := nat64Prefix(p); err == nil { // validated at load
-			o.NAT64 = append(o.NAT64, pfx)
-		}
-	}
-	return o
-}
-
-// nat64Prefix parses an operator NAT64 prefix: IPv6, an RFC 6052 length.
-func nat64Prefix(s string) (netip.Prefix, error) {
+// NAT64Prefix parses an operator NAT64 prefix: IPv6, an RFC 6052 length.
+func NAT64Prefix(s string) (netip.Prefix, error) {
 	p, err := netip.ParsePrefix(s)
 	switch {
 	case err != nil:

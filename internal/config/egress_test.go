@@ -2,8 +2,6 @@ package config
 
 import (
 	"errors"
-	"github.com/toolgate/toolgate/internal/egress"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -163,47 +161,5 @@ agents:
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
-	}
-	// Defaults apply to every agent: "none" inherits egress too.
-	agents := cfg.EgressAgents()
-	if len(agents) != 3 {
-		t.Fatalf("EgressAgents: %v", agents)
-	}
-	p := agents["own"].Policy
-	if len(p.Allow) != 2 || !p.Allow[0].Wildcard || p.Allow[1].Host != "10.1.2.3" || !p.AllowPrivate {
-		t.Errorf("own policy: %+v", p)
-	}
-	if l := agents["own"].Limits; l.MaxBytes != 2<<20 || l.IdleTimeout != 60*time.Second {
-		t.Errorf("own limits: %+v", l)
-	}
-	if cfg.EgressOptions().Resolver == nil {
-		t.Error("configured resolver not in the guard's options")
-	}
-
-	// Without defaults, an agent without a section has no egress.
-	cfg, err = Parse(home, "c.yaml", []byte("agents:\n  a: {}\n  b: {egress: {}}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Agents["a"].Egress != nil || len(cfg.EgressAgents()) != 1 || len(cfg.EgressAgents()["b"].Policy.Allow) != 0 {
-		t.Errorf("egress sections: a=%v agents=%v", cfg.Agents["a"].Egress, cfg.EgressAgents())
-	}
-	if cfg.EgressOptions().Resolver != nil {
-		t.Error("a resolver without configuration")
-	}
-}
-
-// The configured NAT64 prefixes reach the guard: a metadata address behind
-// one is classified as what it is.
-func TestEgressOptionsNAT64(t *testing.T) {
-	noProxyEnv(t, nil)
-	cfg, err := Parse(t.TempDir(), "c.yaml", []byte("gateway:\n  egress:\n    nat64: [\"2001:db8:64::/96\"]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := cfg.EgressOptions()
-	c := egress.Classifier{NAT64: o.NAT64}
-	if got := c.Classify(netip.MustParseAddr("2001:db8:64::a9fe:a9fe")); got != egress.Metadata {
-		t.Fatalf("169.254.169.254 behind the operator prefix classified %v", got)
 	}
 }

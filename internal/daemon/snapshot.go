@@ -8,7 +8,6 @@ import (
 
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/coretools"
-	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
 	"github.com/toolgate/toolgate/internal/mcp"
@@ -37,7 +36,7 @@ func Build(cfg *config.Config) (*Built, error) {
 		Agents: map[string]gateway.AgentInfo{},
 		Tools:  map[string]gateway.Tool{},
 		ByKind: map[gateway.Kind]gateway.Tool{
-			gateway.KindEgress: egress.NewTool(cfg.EgressAgents(), cfg.EgressOptions()),
+			gateway.KindEgress: EgressTool(cfg),
 			gateway.KindHook:   hooks.Tool(),
 		},
 		Decider: eng,

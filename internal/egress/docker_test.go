@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/egress/dnstest"
+	"github.com/toolgate/toolgate/internal/egress/netrule"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
@@ -63,7 +64,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Snapshot.ByKind = map[gateway.Kind]gateway.Tool{gateway.KindEgress: egress.NewTool(cfg.EgressAgents(), cfg.EgressOptions())}
+	b.Snapshot.ByKind = map[gateway.Kind]gateway.Tool{gateway.KindEgress: daemon.EgressTool(cfg)}
 
 	m, err := docker.New(ctx, docker.Options{})
 	if err != nil {
@@ -150,10 +151,10 @@ agents:
 		ok[1].Detail["remote"] != "127.0.0.1:"+wu.Port() || ok[1].Detail["bytesDown"] == float64(0) {
 		t.Errorf("allowed entries %+v", ok)
 	}
-	if d := byParent[deniedID]; len(d) != 1 || d[0].Decision != "deny" || d[0].Rule != egress.RuleAllowlist {
+	if d := byParent[deniedID]; len(d) != 1 || d[0].Decision != "deny" || d[0].Rule != netrule.RuleAllowlist {
 		t.Errorf("denied entries %+v", d)
 	}
-	if d := byParent[metaID]; len(d) != 1 || d[0].Decision != "deny" || d[0].Rule != egress.RuleMetadata {
+	if d := byParent[metaID]; len(d) != 1 || d[0].Decision != "deny" || d[0].Rule != netrule.RuleMetadata {
 		t.Errorf("metadata entries %+v", d)
 	}
 	if len(entries) != 4 {

@@ -1,3 +1,11 @@
+// Package egress is the host-side guard for a sandbox's outbound
+// connections: it normalises the requested target, matches it against the
+// agent's allowlist, resolves the name once, refuses non-global and
+// cloud-metadata addresses in every encoding, and dials only the addresses
+// it validated, so DNS rebinding cannot move a connection after the check.
+// What it may reach is decided by internal/egress/netrule; this package holds
+// the host's side only: the guard, the tunnels, the egress tool and the
+// socket route.
 package egress
 
 import (
@@ -11,64 +19,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/egress/netrule"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
-
-// Rule names in decisions, as they appear in the audit entry's `rule`.
-const (
-	RuleAllowlist = "egress.allowlist" // no allow rule matched (or the list is empty)
-	RuleResolve   = "egress.resolve"   // the name did not resolve
-	RuleEmpty     = "egress.empty"     // the answer held no address
-	RuleMetadata  = "egress.metadata"  // a cloud metadata address
-	RulePrivate   = "egress.private"   // a non-global address, private not allowed
-	RuleMixed     = "egress.mixed"     // global and non-global addresses in one answer
-)
-
-// Policy is one agent's egress policy.
-type Policy struct {
-	Allow        []Rule
-	AllowPrivate bool // non-global destinations; metadata stays refused
-}
-
-// Match returns the decision of the allowlist alone: the first matching
-// rule allows ("egress.allow[i]"); an empty list allows nothing.
-func (p *Policy) Match(t Target) gateway.Decision {
-	for i, r := range p.Allow {
-		if r.Match(t) {
-			return gateway.Decision{Allow: true, Rule: fmt.Sprintf("egress.allow[%d]", i), Reason: "allowed by " + r.String()}
-		}
-	}
-	return gateway.Decision{Rule: RuleAllowlist, Reason: t.String() + " is not on the agent's egress allowlist"}
-}
-
-// Vet decides a resolved answer. It is pure: the gateway's policy pipeline
-// and replay call it with recorded addresses. classify nil means Classify.
-func (p *Policy) Vet(addrs []netip.Addr, classify func(netip.Addr) Class) gateway.Decision {
-	if classify == nil {
-		classify = Classify
-	}
-	if len(addrs) == 0 {
-		return gateway.Decision{Rule: RuleEmpty, Reason: "the name resolved to no address"}
-	}
-	var global, private []string
-	for _, a := range addrs {
-		switch classify(a) {
-		case Metadata:
-			return gateway.Decision{Rule: RuleMetadata, Reason: a.String() + " is a cloud metadata address"}
-		case Global:
-			global = append(global, a.String())
-		default:
-			private = append(private, a.String())
-		}
-	}
-	switch {
-	case len(private) > 0 && len(global) > 0:
-		return gateway.Decision{Rule: RuleMixed, Reason: fmt.Sprintf("answer mixes global (%s) and non-global (%s) addresses", strings.Join(global, ", "), strings.Join(private, ", "))}
-	case len(private) > 0 && !p.AllowPrivate:
-		return gateway.Decision{Rule: RulePrivate, Reason: fmt.Sprintf("non-global address %s and private destinations are not allowed", strings.Join(private, ", "))}
-	}
-	return gateway.Decision{Allow: true, Rule: "egress.addresses", Reason: "every address is permitted"}
-}
 
 // Resolver looks a name up once. *net.Resolver implements it.
 type Resolver interface {
@@ -90,21 +43,21 @@ type Options struct {
 	// Classify replaces address classification. Tests only: it lets a test
 	// treat loopback as its "outside". Configuration never sets it, and a
 	// metadata address stays refused whatever it returns.
-	Classify func(netip.Addr) Class
+	Classify func(netip.Addr) netrule.Class
 }
 
 // Guard dials targets for one agent under its policy.
 type Guard struct {
-	policy   Policy
+	policy   netrule.Policy
 	opts     Options
-	classify func(netip.Addr) Class
+	classify func(netip.Addr) netrule.Class
 	// connect dials one vetted address; tests replace it to stand in for a
 	// network that never answers.
 	connect func(ctx context.Context, network, address string, d *net.Dialer) (net.Conn, error)
 }
 
 // NewGuard returns a guard for one agent's policy.
-func NewGuard(p Policy, o Options) *Guard {
+func NewGuard(p netrule.Policy, o Options) *Guard {
 	if o.Resolver == nil {
 		o.Resolver = net.DefaultResolver
 	}
@@ -117,12 +70,12 @@ func NewGuard(p Policy, o Options) *Guard {
 	if o.DialBudget <= 0 {
 		o.DialBudget = 3 * o.DialTimeout
 	}
-	base := Classifier{NAT64: o.NAT64}.Classify
+	base := netrule.Classifier{NAT64: o.NAT64}.Classify
 	g := &Guard{policy: p, opts: o, classify: base}
 	if o.Classify != nil {
-		g.classify = func(a netip.Addr) Class {
-			if base(a) == Metadata {
-				return Metadata
+		g.classify = func(a netip.Addr) netrule.Class {
+			if base(a) == netrule.Metadata {
+				return netrule.Metadata
 			}
 			return o.Classify(a)
 		}
@@ -190,7 +143,7 @@ var noResolver = &net.Resolver{PreferGo: true, Dial: func(context.Context, strin
 // Dial matches the allowlist, resolves once, vets the answer and dials only
 // the vetted addresses in order. A refusal is a *gateway.DeniedError; the
 // Attempt is returned in every case for the audit entry.
-func (g *Guard) Dial(ctx context.Context, t Target) (net.Conn, *Attempt, error) {
+func (g *Guard) Dial(ctx context.Context, t netrule.Target) (net.Conn, *Attempt, error) {
 	at := &Attempt{Host: t.Host, Port: t.Port}
 	at.Decision = g.policy.Match(t)
 	if !at.Decision.Allow {
@@ -204,9 +157,9 @@ func (g *Guard) Dial(ctx context.Context, t Target) (net.Conn, *Attempt, error) 
 }
 
 // Resolve looks t up once and records the answer in at.Resolved; an IP
-// literal is its own answer. A failed lookup is a refusal (RuleResolve).
+// literal is its own answer. A failed lookup is a refusal (netrule.RuleResolve).
 // It is the first half of Dial, for callers that decide between the two.
-func (g *Guard) Resolve(ctx context.Context, t Target, at *Attempt) error {
+func (g *Guard) Resolve(ctx context.Context, t netrule.Target, at *Attempt) error {
 	if t.IsIP() {
 		at.Resolved = []netip.Addr{t.Addr}
 		return nil
@@ -218,7 +171,7 @@ func (g *Guard) Resolve(ctx context.Context, t Target, at *Attempt) error {
 	at.Resolve = time.Since(start)
 	if err != nil {
 		at.ResolveErr = err.Error()
-		at.Decision = gateway.Decision{Rule: RuleResolve, Reason: fmt.Sprintf("resolving %s: %v", t.Host, err)}
+		at.Decision = gateway.Decision{Rule: netrule.RuleResolve, Reason: fmt.Sprintf("resolving %s: %v", t.Host, err)}
 		return &gateway.DeniedError{Decision: at.Decision}
 	}
 	// A records come back IPv4-mapped; dial and record them as IPv4.

@@ -12,16 +12,17 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/egress/dnstest"
+	"github.com/toolgate/toolgate/internal/egress/netrule"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
 // testOutside treats loopback as the test's "outside" (global); everything
 // else keeps its real class. Only tests pass it to a Guard.
-func testOutside(a netip.Addr) Class {
+func testOutside(a netip.Addr) netrule.Class {
 	if a.Unmap().IsLoopback() {
-		return Global
+		return netrule.Global
 	}
-	return Classify(a)
+	return netrule.Classify(a)
 }
 
 var (
@@ -53,18 +54,18 @@ func listen(t *testing.T, addr netip.Addr) (port uint16, accepted chan netip.Add
 	return uint16(ln.Addr().(*net.TCPAddr).Port), accepted
 }
 
-func mustRules(t *testing.T, ss ...string) []Rule {
+func mustRules(t *testing.T, ss ...string) []netrule.Rule {
 	t.Helper()
-	rs, err := ParseRules(ss)
+	rs, err := netrule.ParseRules(ss)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rs
 }
 
-func mustTarget(t *testing.T, s string) Target {
+func mustTarget(t *testing.T, s string) netrule.Target {
 	t.Helper()
-	tg, err := ParseTarget(s)
+	tg, err := netrule.ParseTarget(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestGuardDialsAllowedHost(t *testing.T) {
 	port, accepted := listen(t, outsideA)
 	dns := dnstest.New(t, func(string, uint16, int) []netip.Addr { return []netip.Addr{outsideA} })
 	p := strconv.Itoa(int(port))
-	g := NewGuard(Policy{Allow: mustRules(t, "pypi.test:"+p)}, Options{Resolver: dns.Resolver(), Classify: testOutside})
+	g := NewGuard(netrule.Policy{Allow: mustRules(t, "pypi.test:"+p)}, Options{Resolver: dns.Resolver(), Classify: testOutside})
 
 	conn, at, err := g.Dial(context.Background(), mustTarget(t, "PyPI.test.:"+p))
 	if err != nil {
@@ -112,16 +113,16 @@ func TestGuardDialsAllowedHost(t *testing.T) {
 
 func TestGuardRefusesUnlistedWithoutResolving(t *testing.T) {
 	dns := dnstest.New(t, func(string, uint16, int) []netip.Addr { return []netip.Addr{outsideA} })
-	g := NewGuard(Policy{Allow: mustRules(t, "pypi.test:443", "*.pythonhosted.org:443")}, Options{Resolver: dns.Resolver(), Classify: testOutside})
+	g := NewGuard(netrule.Policy{Allow: mustRules(t, "pypi.test:443", "*.pythonhosted.org:443")}, Options{Resolver: dns.Resolver(), Classify: testOutside})
 	for _, s := range []string{"evil.test:443", "pypi.test:22", "pythonhosted.org:443", "[::1]:443", "127.0.0.2:443"} {
 		_, at, err := g.Dial(context.Background(), mustTarget(t, s))
-		if d := denial(t, err); d.Rule != RuleAllowlist || at.Decision != d || !strings.Contains(d.Reason, "allowlist") {
+		if d := denial(t, err); d.Rule != netrule.RuleAllowlist || at.Decision != d || !strings.Contains(d.Reason, "allowlist") {
 			t.Errorf("%s: decision %+v", s, d)
 		}
 	}
 	// An empty allowlist allows nothing.
-	_, _, err := NewGuard(Policy{}, Options{Resolver: dns.Resolver()}).Dial(context.Background(), mustTarget(t, "pypi.test:443"))
-	if denial(t, err).Rule != RuleAllowlist {
+	_, _, err := NewGuard(netrule.Policy{}, Options{Resolver: dns.Resolver()}).Dial(context.Background(), mustTarget(t, "pypi.test:443"))
+	if denial(t, err).Rule != netrule.RuleAllowlist {
 		t.Error("empty allowlist allowed a connection")
 	}
 	if n := dns.Count("evil.test", dnstest.TypeA) + dns.Count("pypi.test", dnstest.TypeA); n != 0 {
@@ -140,7 +141,7 @@ func TestGuardPinsAgainstRebinding(t *testing.T) {
 		return []netip.Addr{metaAddr}
 	})
 	p := strconv.Itoa(int(port))
-	g := NewGuard(Policy{Allow: mustRules(t, "rebind.test:"+p), AllowPrivate: true}, Options{Resolver: dns.Resolver(), Classify: testOutside})
+	g := NewGuard(netrule.Policy{Allow: mustRules(t, "rebind.test:"+p), AllowPrivate: true}, Options{Resolver: dns.Resolver(), Classify: testOutside})
 
 	conn, at, err := g.Dial(context.Background(), mustTarget(t, "rebind.test:"+p))
 	if err != nil {
@@ -158,7 +159,7 @@ func TestGuardPinsAgainstRebinding(t *testing.T) {
 	}
 	// The server really does rebind: the next connection resolves anew and is refused.
 	_, at, err = g.Dial(context.Background(), mustTarget(t, "rebind.test:"+p))
-	if d := denial(t, err); d.Rule != RuleMetadata || len(at.Dialled) != 0 {
+	if d := denial(t, err); d.Rule != netrule.RuleMetadata || len(at.Dialled) != 0 {
 		t.Errorf("second dial: %+v, attempt %+v", d, at)
 	}
 	if n := dns.Count("rebind.test", dnstest.TypeA); n != 2 {
@@ -174,24 +175,24 @@ func TestGuardVetsAnswers(t *testing.T) {
 		private bool
 		rule    string
 	}{
-		{"empty", nil, true, RuleResolve},
-		{"metadata", []netip.Addr{metaAddr}, true, RuleMetadata},
-		{"metadata after public", []netip.Addr{outsideA, metaAddr}, true, RuleMetadata},
-		{"alibaba metadata", []netip.Addr{a("100.100.100.200")}, true, RuleMetadata},
-		{"aws ipv6 metadata", []netip.Addr{a("fd00:ec2::254")}, true, RuleMetadata},
-		{"mapped metadata in AAAA", []netip.Addr{a("::ffff:169.254.169.254")}, true, RuleMetadata},
-		{"nat64 metadata in AAAA", []netip.Addr{a("64:ff9b::a9fe:a9fe")}, true, RuleMetadata},
-		{"6to4 metadata in AAAA", []netip.Addr{a("2002:a9fe:a9fe::")}, true, RuleMetadata},
-		{"private denied", []netip.Addr{a("10.0.0.1")}, false, RulePrivate},
-		{"private ipv6 denied", []netip.Addr{a("fc00::1")}, false, RulePrivate},
-		{"mixed, private denied", []netip.Addr{outsideA, a("10.0.0.1")}, false, RuleMixed},
-		{"mixed, private allowed", []netip.Addr{outsideA, a("10.0.0.1")}, true, RuleMixed},
-		{"mixed across families", []netip.Addr{outsideA, a("fe80::1")}, true, RuleMixed},
+		{"empty", nil, true, netrule.RuleResolve},
+		{"metadata", []netip.Addr{metaAddr}, true, netrule.RuleMetadata},
+		{"metadata after public", []netip.Addr{outsideA, metaAddr}, true, netrule.RuleMetadata},
+		{"alibaba metadata", []netip.Addr{a("100.100.100.200")}, true, netrule.RuleMetadata},
+		{"aws ipv6 metadata", []netip.Addr{a("fd00:ec2::254")}, true, netrule.RuleMetadata},
+		{"mapped metadata in AAAA", []netip.Addr{a("::ffff:169.254.169.254")}, true, netrule.RuleMetadata},
+		{"nat64 metadata in AAAA", []netip.Addr{a("64:ff9b::a9fe:a9fe")}, true, netrule.RuleMetadata},
+		{"6to4 metadata in AAAA", []netip.Addr{a("2002:a9fe:a9fe::")}, true, netrule.RuleMetadata},
+		{"private denied", []netip.Addr{a("10.0.0.1")}, false, netrule.RulePrivate},
+		{"private ipv6 denied", []netip.Addr{a("fc00::1")}, false, netrule.RulePrivate},
+		{"mixed, private denied", []netip.Addr{outsideA, a("10.0.0.1")}, false, netrule.RuleMixed},
+		{"mixed, private allowed", []netip.Addr{outsideA, a("10.0.0.1")}, true, netrule.RuleMixed},
+		{"mixed across families", []netip.Addr{outsideA, a("fe80::1")}, true, netrule.RuleMixed},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dns := dnstest.New(t, func(string, uint16, int) []netip.Addr { return c.answer })
-			g := NewGuard(Policy{Allow: mustRules(t, "x.test:443"), AllowPrivate: c.private}, Options{Resolver: dns.Resolver(), Classify: testOutside})
+			g := NewGuard(netrule.Policy{Allow: mustRules(t, "x.test:443"), AllowPrivate: c.private}, Options{Resolver: dns.Resolver(), Classify: testOutside})
 			conn, at, err := g.Dial(context.Background(), mustTarget(t, "x.test:443"))
 			if conn != nil {
 				conn.Close()
@@ -211,9 +212,9 @@ func (s staticResolver) LookupNetIP(context.Context, string, string) ([]netip.Ad
 }
 
 func TestGuardRefusesEmptyAnswerWithoutError(t *testing.T) {
-	g := NewGuard(Policy{Allow: mustRules(t, "x.test:443"), AllowPrivate: true}, Options{Resolver: staticResolver(nil)})
+	g := NewGuard(netrule.Policy{Allow: mustRules(t, "x.test:443"), AllowPrivate: true}, Options{Resolver: staticResolver(nil)})
 	_, _, err := g.Dial(context.Background(), mustTarget(t, "x.test:443"))
-	if d := denial(t, err); d.Rule != RuleEmpty {
+	if d := denial(t, err); d.Rule != netrule.RuleEmpty {
 		t.Errorf("decision %+v", d)
 	}
 }
@@ -222,9 +223,9 @@ func TestGuardSlowDNS(t *testing.T) {
 	release := make(chan struct{})
 	dns := dnstest.New(t, func(string, uint16, int) []netip.Addr { <-release; return []netip.Addr{outsideA} })
 	t.Cleanup(func() { close(release) })
-	g := NewGuard(Policy{Allow: mustRules(t, "slow.test:443")}, Options{Resolver: dns.Resolver(), ResolveTimeout: 50 * time.Millisecond, Classify: testOutside})
+	g := NewGuard(netrule.Policy{Allow: mustRules(t, "slow.test:443")}, Options{Resolver: dns.Resolver(), ResolveTimeout: 50 * time.Millisecond, Classify: testOutside})
 	_, at, err := g.Dial(context.Background(), mustTarget(t, "slow.test:443"))
-	if d := denial(t, err); d.Rule != RuleResolve || len(at.Dialled) != 0 {
+	if d := denial(t, err); d.Rule != netrule.RuleResolve || len(at.Dialled) != 0 {
 		t.Errorf("decision %+v, attempt %+v", d, at)
 	}
 }
@@ -242,7 +243,7 @@ func TestGuardPrivateAllowedButNeverMetadata(t *testing.T) {
 		}
 		return []netip.Addr{priv}
 	})
-	conn, _, err := NewGuard(Policy{Allow: mustRules(t, "db.test:"+p), AllowPrivate: true}, Options{Resolver: dns.Resolver()}).
+	conn, _, err := NewGuard(netrule.Policy{Allow: mustRules(t, "db.test:"+p), AllowPrivate: true}, Options{Resolver: dns.Resolver()}).
 		Dial(context.Background(), mustTarget(t, "db.test:"+p))
 	if err != nil {
 		t.Fatal(err)
@@ -251,16 +252,16 @@ func TestGuardPrivateAllowedButNeverMetadata(t *testing.T) {
 	if got := <-accepted; got.Addr() != priv {
 		t.Errorf("connected to %v", got)
 	}
-	_, _, err = NewGuard(Policy{Allow: mustRules(t, "db.test:"+p)}, Options{Resolver: dns.Resolver()}).
+	_, _, err = NewGuard(netrule.Policy{Allow: mustRules(t, "db.test:"+p)}, Options{Resolver: dns.Resolver()}).
 		Dial(context.Background(), mustTarget(t, "db.test:"+p))
-	if denial(t, err).Rule != RulePrivate {
+	if denial(t, err).Rule != netrule.RulePrivate {
 		t.Error("private address allowed by default")
 	}
 
-	everythingGlobal := func(netip.Addr) Class { return Global }
-	g := NewGuard(Policy{Allow: mustRules(t, "meta.test:80"), AllowPrivate: true}, Options{Resolver: dns.Resolver(), Classify: everythingGlobal})
+	everythingGlobal := func(netip.Addr) netrule.Class { return netrule.Global }
+	g := NewGuard(netrule.Policy{Allow: mustRules(t, "meta.test:80"), AllowPrivate: true}, Options{Resolver: dns.Resolver(), Classify: everythingGlobal})
 	_, _, err = g.Dial(context.Background(), mustTarget(t, "meta.test:80"))
-	if denial(t, err).Rule != RuleMetadata {
+	if denial(t, err).Rule != netrule.RuleMetadata {
 		t.Error("classifier override unblocked a metadata address")
 	}
 }
@@ -270,10 +271,10 @@ func TestGuardOperatorNAT64(t *testing.T) {
 	dns := dnstest.New(t, func(string, uint16, int) []netip.Addr {
 		return []netip.Addr{netip.MustParseAddr("2a01:0:a9fe:a9fe::")}
 	})
-	g := NewGuard(Policy{Allow: mustRules(t, "nat64.test:80"), AllowPrivate: true},
+	g := NewGuard(netrule.Policy{Allow: mustRules(t, "nat64.test:80"), AllowPrivate: true},
 		Options{Resolver: dns.Resolver(), NAT64: []netip.Prefix{netip.MustParsePrefix("2a01::/32")}})
 	_, at, err := g.Dial(context.Background(), mustTarget(t, "nat64.test:80"))
-	if d := denial(t, err); d.Rule != RuleMetadata || len(at.Dialled) != 0 {
+	if d := denial(t, err); d.Rule != netrule.RuleMetadata || len(at.Dialled) != 0 {
 		t.Errorf("decision %+v", d)
 	}
 }
@@ -288,9 +289,9 @@ func TestGuardMetadataLiterals(t *testing.T) {
 		"[fd00:ec2::254]:80", "100.100.100.200:80", "168.63.129.16:80",
 	} {
 		tg := mustTarget(t, s)
-		g := NewGuard(Policy{Allow: []Rule{{Host: tg.Host, Port: tg.Port}}, AllowPrivate: true}, Options{Resolver: dns.Resolver(), Classify: testOutside})
+		g := NewGuard(netrule.Policy{Allow: []netrule.Rule{{Host: tg.Host, Port: tg.Port}}, AllowPrivate: true}, Options{Resolver: dns.Resolver(), Classify: testOutside})
 		_, at, err := g.Dial(context.Background(), tg)
-		if d := denial(t, err); d.Rule != RuleMetadata || len(at.Dialled) != 0 {
+		if d := denial(t, err); d.Rule != netrule.RuleMetadata || len(at.Dialled) != 0 {
 			t.Errorf("%s: decision %+v", s, d)
 		}
 	}
@@ -305,7 +306,7 @@ func TestGuardDialsInOrder(t *testing.T) {
 	port, accepted := listen(t, outsideB)
 	dns := dnstest.New(t, func(string, uint16, int) []netip.Addr { return []netip.Addr{outsideA, outsideB} })
 	p := strconv.Itoa(int(port))
-	g := NewGuard(Policy{Allow: mustRules(t, "two.test:"+p)}, Options{Resolver: dns.Resolver(), Classify: testOutside})
+	g := NewGuard(netrule.Policy{Allow: mustRules(t, "two.test:"+p)}, Options{Resolver: dns.Resolver(), Classify: testOutside})
 	conn, at, err := g.Dial(context.Background(), mustTarget(t, "two.test:"+p))
 	if err != nil {
 		t.Fatal(err)
@@ -319,23 +320,11 @@ func TestGuardDialsInOrder(t *testing.T) {
 
 	// Nothing listening anywhere: an allowed decision, a dial error, no denial.
 	port2, _ := listen(t, outsideA) // a port known to be closed on outsideB
-	_, at, err = NewGuard(Policy{Allow: mustRules(t, "127.0.0.3:"+strconv.Itoa(int(port2)))}, Options{Classify: testOutside}).
+	_, at, err = NewGuard(netrule.Policy{Allow: mustRules(t, "127.0.0.3:"+strconv.Itoa(int(port2)))}, Options{Classify: testOutside}).
 		Dial(context.Background(), mustTarget(t, "127.0.0.3:"+strconv.Itoa(int(port2))))
 	var denied *gateway.DeniedError
 	if err == nil || errors.As(err, &denied) || !at.Decision.Allow || at.Err == "" || at.Detail()["dialError"] == nil {
 		t.Errorf("closed port: err %v, attempt %+v", err, at)
-	}
-}
-
-// The pure decision functions, as the gateway's pipeline calls them.
-func TestPolicyVetIsPure(t *testing.T) {
-	p := &Policy{}
-	if d := p.Vet([]netip.Addr{netip.MustParseAddr("8.8.8.8"), netip.MustParseAddr("2606:4700::1111")}, nil); !d.Allow {
-		t.Errorf("global answer refused: %+v", d)
-	}
-	if d := p.Vet([]netip.Addr{netip.MustParseAddr("8.8.8.8"), netip.MustParseAddr("192.168.1.1")}, nil); d.Rule != RuleMixed ||
-		!strings.Contains(d.Reason, "8.8.8.8") || !strings.Contains(d.Reason, "192.168.1.1") {
-		t.Errorf("mixed: %+v", d)
 	}
 }
 
@@ -352,7 +341,7 @@ func (r *recordingResolver) LookupNetIP(_ context.Context, _, host string) ([]ne
 // "x.test.corp.internal", a name no rule allowed.
 func TestGuardResolvesAbsoluteName(t *testing.T) {
 	r := &recordingResolver{}
-	g := NewGuard(Policy{Allow: mustRules(t, "x.test:443")}, Options{Resolver: r, Classify: testOutside})
+	g := NewGuard(netrule.Policy{Allow: mustRules(t, "x.test:443")}, Options{Resolver: r, Classify: testOutside})
 	at := &Attempt{}
 	if err := g.Resolve(context.Background(), mustTarget(t, "x.test:443"), at); err != nil {
 		t.Fatal(err)
@@ -362,7 +351,7 @@ func TestGuardResolvesAbsoluteName(t *testing.T) {
 	}
 	// A single-label name stays local (/etc/hosts keys it without the dot).
 	r.names = nil
-	g = NewGuard(Policy{Allow: mustRules(t, "db:5432"), AllowPrivate: true}, Options{Resolver: r, Classify: testOutside})
+	g = NewGuard(netrule.Policy{Allow: mustRules(t, "db:5432"), AllowPrivate: true}, Options{Resolver: r, Classify: testOutside})
 	if err := g.Resolve(context.Background(), mustTarget(t, "db:5432"), at); err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +370,7 @@ func TestGuardDialBudget(t *testing.T) {
 	}
 	dns := dnstest.New(t, func(string, uint16, int) []netip.Addr { return answer })
 	p := strconv.Itoa(int(port))
-	g := NewGuard(Policy{Allow: mustRules(t, "hole.test:"+p)}, Options{Resolver: dns.Resolver(), Classify: testOutside,
+	g := NewGuard(netrule.Policy{Allow: mustRules(t, "hole.test:"+p)}, Options{Resolver: dns.Resolver(), Classify: testOutside,
 		DialTimeout: 200 * time.Millisecond, DialBudget: 500 * time.Millisecond})
 	// A network that never answers: each attempt ends only at its timeout.
 	g.connect = func(ctx context.Context, _, _ string, _ *net.Dialer) (net.Conn, error) {

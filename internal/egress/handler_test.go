@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/egress/dnstest"
 	"github.com/toolgate/toolgate/internal/egress/egresstest"
+	"github.com/toolgate/toolgate/internal/egress/netrule"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/wire"
 )
@@ -167,22 +168,22 @@ func TestRefusals(t *testing.T) {
 		rule                string
 		entries             int // audit entries the attempt adds
 	}{
-		{"off the list", "demo", "unasked.test:443", 403, egress.RuleAllowlist, 1},
-		{"wrong port", "demo", fmt.Sprintf("loop.test:%d", port+1), 403, egress.RuleAllowlist, 1},
-		{"private answer", "demo", fmt.Sprintf("loop.test:%d", port), 403, egress.RulePrivate, 1},
-		{"metadata name", "demo", "meta.test:80", 403, egress.RuleMetadata, 1},
-		{"metadata literal", "demo", "169.254.169.254:80", 403, egress.RuleMetadata, 1},
-		{"metadata decimal", "demo", "2852039166:80", 403, egress.RuleMetadata, 1},
-		{"metadata octal", "demo", "0251.0376.0251.0376:80", 403, egress.RuleMetadata, 1},
-		{"metadata hex", "demo", "0xa9fea9fe:80", 403, egress.RuleMetadata, 1},
-		{"metadata mapped", "demo", "[::ffff:169.254.169.254]:80", 403, egress.RuleMetadata, 1},
-		{"metadata NAT64", "lab", "x.nat.test:80", 403, egress.RuleMetadata, 1},
-		{"metadata 6to4", "lab", "y.nat.test:80", 403, egress.RuleMetadata, 1},
-		{"mixed answer", "demo", "mixed.test:443", 403, egress.RuleMixed, 1},
-		{"mixed even with private", "lab", "mixed.test:443", 403, egress.RuleMixed, 1},
+		{"off the list", "demo", "unasked.test:443", 403, netrule.RuleAllowlist, 1},
+		{"wrong port", "demo", fmt.Sprintf("loop.test:%d", port+1), 403, netrule.RuleAllowlist, 1},
+		{"private answer", "demo", fmt.Sprintf("loop.test:%d", port), 403, netrule.RulePrivate, 1},
+		{"metadata name", "demo", "meta.test:80", 403, netrule.RuleMetadata, 1},
+		{"metadata literal", "demo", "169.254.169.254:80", 403, netrule.RuleMetadata, 1},
+		{"metadata decimal", "demo", "2852039166:80", 403, netrule.RuleMetadata, 1},
+		{"metadata octal", "demo", "0251.0376.0251.0376:80", 403, netrule.RuleMetadata, 1},
+		{"metadata hex", "demo", "0xa9fea9fe:80", 403, netrule.RuleMetadata, 1},
+		{"metadata mapped", "demo", "[::ffff:169.254.169.254]:80", 403, netrule.RuleMetadata, 1},
+		{"metadata NAT64", "lab", "x.nat.test:80", 403, netrule.RuleMetadata, 1},
+		{"metadata 6to4", "lab", "y.nat.test:80", 403, netrule.RuleMetadata, 1},
+		{"mixed answer", "demo", "mixed.test:443", 403, netrule.RuleMixed, 1},
+		{"mixed even with private", "lab", "mixed.test:443", 403, netrule.RuleMixed, 1},
 		// Go's resolver reports an answer without addresses as "no such host".
-		{"empty answer", "demo", "empty.test:443", 403, egress.RuleResolve, 1},
-		{"no egress", "offline", "loop.test:443", 403, egress.RuleAllowlist, 1},
+		{"empty answer", "demo", "empty.test:443", 403, netrule.RuleResolve, 1},
+		{"no egress", "offline", "loop.test:443", 403, netrule.RuleAllowlist, 1},
 		{"without a port", "demo", "loop.test", 400, "args.invalid", 1},
 		{"no target", "demo", "", 400, "args.invalid", 1},
 		{"zone id", "lab", "[fe80::1%25eth0]:80", 400, "args.invalid", 1},
@@ -253,7 +254,7 @@ func TestRebindingIsPinned(t *testing.T) {
 		t.Fatalf("%d A queries for one connection", n)
 	}
 	c2 := connect(t, env.SocketPath("demo"), target, "")
-	if c2.status != http.StatusForbidden || c2.err.Rule != egress.RuleMetadata {
+	if c2.status != http.StatusForbidden || c2.err.Rule != netrule.RuleMetadata {
 		t.Fatalf("rebound: %d %+v", c2.status, c2.err)
 	}
 	echoes(t, c, "still the first address") // the open tunnel never moved

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/egress/netrule"
 )
 
 func TestLimiter(t *testing.T) {
@@ -59,7 +61,7 @@ func TestLimiter10000Connections(t *testing.T) {
 	)
 	upPort, _ := listen(t, outsideA)
 	target := mustTarget(t, outsideA.String()+":"+strconv.Itoa(int(upPort)))
-	guard := NewGuard(Policy{Allow: []Rule{{Host: target.Host, Port: target.Port}}}, Options{Classify: testOutside})
+	guard := NewGuard(netrule.Policy{Allow: []netrule.Rule{{Host: target.Host, Port: target.Port}}}, Options{Classify: testOutside})
 	lim := NewLimiter(max)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/egress/egresstest"
+	"github.com/toolgate/toolgate/internal/egress/netrule"
 )
 
 // echoEnv makes the test binary an echo server on the address it names: the
@@ -139,7 +139,7 @@ func TestNetnsOutside(t *testing.T) {
 	}
 
 	s := connect(t, env.SocketPath("strict"), "outside.test:8080", "")
-	if s.status != http.StatusForbidden || s.err.Rule != egress.RulePrivate || !strings.Contains(s.err.Message, inside.String()) {
+	if s.status != http.StatusForbidden || s.err.Rule != netrule.RulePrivate || !strings.Contains(s.err.Message, inside.String()) {
 		t.Errorf("strict: %d %+v", s.status, s.err)
 	}
 }

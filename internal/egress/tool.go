@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/netip"
-	"strconv"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/egress/netrule"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
@@ -19,7 +18,7 @@ const ToolName = "egress"
 
 // AgentConfig is one agent's egress configuration, as the gateway runs it.
 type AgentConfig struct {
-	Policy         Policy
+	Policy         netrule.Policy
 	MaxConnections int    // concurrent tunnels; the handler refuses more
 	Limits         Limits // per tunnel
 }
@@ -75,7 +74,7 @@ func (t *Tool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
 	if err := json.Unmarshal(call.Args, &a); err != nil {
 		return fmt.Errorf("egress: arguments: %w", err)
 	}
-	tg, err := ParseTarget(a.Target)
+	tg, err := netrule.ParseTarget(a.Target)
 	if err != nil {
 		return err
 	}
@@ -124,7 +123,7 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 	if down == nil || !ok {
 		return nil, ErrNoDownstream
 	}
-	addrs, err := Resolved(call.Detail)
+	addrs, err := netrule.Resolved(call.Detail)
 	if err != nil {
 		return nil, err
 	}
@@ -152,64 +151,4 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 		res.Error = err.Error()
 	}
 	return res, nil
-}
-
-// Resolved returns the answer Prepare pinned, from a live call's detail or
-// one read back from the audit log (replay).
-func Resolved(detail map[string]any) ([]netip.Addr, error) {
-	var ss []string
-	switch v := detail["resolved"].(type) {
-	case []string:
-		ss = v
-	case []any:
-		for _, x := range v {
-			s, ok := x.(string)
-			if !ok {
-				return nil, errors.New("egress: resolved addresses are not strings")
-			}
-			ss = append(ss, s)
-		}
-	case nil:
-		return nil, errors.New("egress: the call holds no resolved answer")
-	default:
-		return nil, fmt.Errorf("egress: resolved addresses of type %T", v)
-	}
-	addrs := make([]netip.Addr, len(ss))
-	for i, s := range ss {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, fmt.Errorf("egress: resolved address: %w", err)
-		}
-		addrs[i] = a
-	}
-	return addrs, nil
-}
-
-// Decide is the egress part of policy for a prepared call: the allowlist,
-// then the answer Prepare recorded (lookup failure, empty, metadata,
-// private, mixed). It is pure, so replay against the audit log reaches the
-// decision the gateway made. An allow carries the allowlist rule.
-func (p *Policy) Decide(call *gateway.Call) gateway.Decision {
-	if call.Port < 1 || call.Port > 65535 {
-		return gateway.Decision{Rule: "args.invalid", Reason: "egress call without a valid port"}
-	}
-	tg, err := ParseTarget(net.JoinHostPort(call.Host, strconv.Itoa(call.Port)))
-	if err != nil {
-		return gateway.Decision{Rule: "args.invalid", Reason: err.Error()}
-	}
-	allow := p.Match(tg)
-	if !allow.Allow {
-		return allow
-	}
-	if e, _ := call.Detail["resolveError"].(string); e != "" {
-		return gateway.Decision{Rule: RuleResolve, Reason: fmt.Sprintf("resolving %s: %s", tg.Host, e)}
-	}
-	addrs, err := Resolved(call.Detail)
-	if err != nil {
-		return gateway.Decision{Rule: RuleResolve, Reason: err.Error()}
-	}
-	if d := p.Vet(addrs, nil); !d.Allow {
-		return d
-	}
-	return allow
 }

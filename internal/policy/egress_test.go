@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/egress"
+	"github.com/toolgate/toolgate/internal/egress/netrule"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
@@ -39,17 +40,17 @@ func TestDecideEgress(t *testing.T) {
 		{"allowlisted, global", call("web", "pypi.org", 443, "151.101.0.223", "2a04:4e42::223"), true, "egress.allow[0]"},
 		{"wildcard, default deny does not apply", call("web", "x.pythonhosted.org", 443, "151.101.0.223"), true, "egress.allow[1]"},
 		{"a deny rule still wins", call("web", "files.pythonhosted.org", 443, "151.101.0.223"), false, "no-files"},
-		{"off the list", call("web", "evil.example", 443), false, egress.RuleAllowlist},
-		{"wrong port", call("web", "pypi.org", 22), false, egress.RuleAllowlist},
-		{"apex of a wildcard", call("web", "pythonhosted.org", 443), false, egress.RuleAllowlist},
-		{"private answer", call("web", "db.test", 5432, "10.0.0.5"), false, egress.RulePrivate},
+		{"off the list", call("web", "evil.example", 443), false, netrule.RuleAllowlist},
+		{"wrong port", call("web", "pypi.org", 22), false, netrule.RuleAllowlist},
+		{"apex of a wildcard", call("web", "pythonhosted.org", 443), false, netrule.RuleAllowlist},
+		{"private answer", call("web", "db.test", 5432, "10.0.0.5"), false, netrule.RulePrivate},
 		{"private allowed", call("lab", "db.test", 5432, "10.0.0.5"), true, "egress.allow[0]"},
-		{"mixed even when private is allowed", call("lab", "db.test", 5432, "10.0.0.5", "151.101.0.223"), false, egress.RuleMixed},
-		{"metadata even when listed", call("web", "169.254.169.254", 80, "169.254.169.254"), false, egress.RuleMetadata},
-		{"mapped metadata answer", call("lab", "db.test", 5432, "::ffff:169.254.169.254"), false, egress.RuleMetadata},
-		{"empty answer", call("web", "pypi.org", 443, []any{}...), false, egress.RuleEmpty},
-		{"no answer recorded", call("web", "pypi.org", 443), false, egress.RuleResolve},
-		{"no egress configured", call("offline", "pypi.org", 443, "151.101.0.223"), false, egress.RuleAllowlist},
+		{"mixed even when private is allowed", call("lab", "db.test", 5432, "10.0.0.5", "151.101.0.223"), false, netrule.RuleMixed},
+		{"metadata even when listed", call("web", "169.254.169.254", 80, "169.254.169.254"), false, netrule.RuleMetadata},
+		{"mapped metadata answer", call("lab", "db.test", 5432, "::ffff:169.254.169.254"), false, netrule.RuleMetadata},
+		{"empty answer", call("web", "pypi.org", 443, []any{}...), false, netrule.RuleEmpty},
+		{"no answer recorded", call("web", "pypi.org", 443), false, netrule.RuleResolve},
+		{"no egress configured", call("offline", "pypi.org", 443, "151.101.0.223"), false, netrule.RuleAllowlist},
 		{"no port", call("web", "pypi.org", 0), false, "args.invalid"},
 	}
 	for _, tt := range tests {
@@ -66,7 +67,7 @@ func TestDecideEgress(t *testing.T) {
 
 	failed := call("web", "pypi.org", 443, "151.101.0.223")
 	failed.Detail["resolveError"] = "lookup pypi.org: no such host"
-	if d := e.Decide(failed); d.Allow || d.Rule != egress.RuleResolve {
+	if d := e.Decide(failed); d.Allow || d.Rule != netrule.RuleResolve {
 		t.Errorf("failed lookup: %+v", d)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/google/cel-go/ext"
 
 	"github.com/toolgate/toolgate/internal/config"
-	"github.com/toolgate/toolgate/internal/egress"
+	"github.com/toolgate/toolgate/internal/egress/netrule"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
@@ -29,7 +29,7 @@ type agentPolicy struct {
 	denies []*rule         // file order
 	allows []*rule         // file order
 	dflt   gateway.Decision
-	egress *egress.Policy // nil: the agent has no egress
+	egress *netrule.Policy // nil: the agent has no egress
 }
 
 type rule struct {
@@ -236,7 +236,7 @@ func (e *Engine) decide(call *gateway.Call, x *Explanation) gateway.Decision {
 		// The allowlist and the pinned answer first; rules may still deny,
 		// and an allowlisted destination needs no allow rule.
 		if ap.egress == nil {
-			return gateway.Decision{Rule: egress.RuleAllowlist, Reason: fmt.Sprintf("agent %s has no egress configured", ap.name)}
+			return gateway.Decision{Rule: netrule.RuleAllowlist, Reason: fmt.Sprintf("agent %s has no egress configured", ap.name)}
 		}
 		if dflt = ap.egress.Decide(call); !dflt.Allow {
 			return dflt

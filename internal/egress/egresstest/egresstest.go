@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/agentsock/sockettest"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/egress/dnstest"
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -49,7 +50,7 @@ func New(t testing.TB, configYAML string, answer func(name string, qtype uint16,
 	e.Env = sockettest.New(t, agents)
 	snap := *e.GW.Snapshot()
 	snap.Decider = eng
-	snap.ByKind = map[gateway.Kind]gateway.Tool{gateway.KindEgress: egress.NewTool(cfg.EgressAgents(), cfg.EgressOptions())}
+	snap.ByKind = map[gateway.Kind]gateway.Tool{gateway.KindEgress: daemon.EgressTool(cfg)}
 	e.GW.Swap(&snap)
 	e.Handler = egress.NewHandler(e.GW)
 	e.Server.Handle(egress.Pattern, e.Handler)

@@ -1,9 +1,10 @@
-// Package egress is the host-side guard for a sandbox's outbound
-// connections: it normalises the requested target, matches it against the
-// agent's allowlist, resolves the name once, refuses non-global and
-// cloud-metadata addresses in every encoding, and dials only the addresses
-// it validated, so DNS rebinding cannot move a connection after the check.
-package egress
+// Package netrule is what egress may reach, decided without the network:
+// target parsing (IP literals in every spelling, IDNA names to punycode),
+// address classification (global, private, cloud metadata, NAT64 and other
+// embeddings), allow rules, and the pure egress decision over a recorded
+// answer. It is a leaf: config validates rules with it and policy decides
+// with it, without linking the host's guard, tunnels or socket route.
+package netrule
 
 import (
 	"errors"
