@@ -1,0 +1,56 @@
+package model
+
+import (
+	"fmt"
+	"time"
+)
+
+// Rule names of model decisions, as the audit entry's `rule` shows them.
+const (
+	RuleProvider = "model.provider" // the agent has no such provider
+	RuleAllow    = "model.allowlist"
+	RuleRPM      = "model.budget.requests"
+	RuleTokens   = "model.budget.tokens"
+	RuleCost     = "model.budget.cost"
+)
+
+// Budget is one agent's model budget; a zero field is no limit.
+type Budget struct {
+	RequestsPerMinute int     `json:"requestsPerMinute,omitempty"`
+	TokensPerHour     int64   `json:"tokensPerHour,omitempty"`
+	TokensPerDay      int64   `json:"tokensPerDay,omitempty"`
+	CostPerHour       float64 `json:"costPerHour,omitempty"`
+	CostPerDay        float64 `json:"costPerDay,omitempty"`
+}
+
+// Spent is what an agent used in the windows a Budget limits, as measured
+// when its call was prepared. Recorded with the decision, it makes the
+// decision reproducible from the audit log.
+type Spent struct {
+	Requests1m int     `json:"requests1m"`
+	Tokens1h   int64   `json:"tokens1h"`
+	Tokens1d   int64   `json:"tokens1d"`
+	Cost1h     float64 `json:"cost1h"`
+	Cost1d     float64 `json:"cost1d"`
+	// RetryAfter is when the oldest request of the last minute leaves it.
+	RetryAfter time.Duration `json:"retryAfterMs"`
+}
+
+// Check decides one more request against the budget. A refusal names its
+// rule and says what was spent of what.
+func (b Budget) Check(s Spent) (rule, reason string, ok bool) {
+	switch {
+	case b.RequestsPerMinute > 0 && s.Requests1m >= b.RequestsPerMinute:
+		return RuleRPM, fmt.Sprintf("%d model requests in the last minute reach the budget of %d per minute; retry in %s",
+			s.Requests1m, b.RequestsPerMinute, s.RetryAfter.Round(time.Second)), false
+	case b.TokensPerHour > 0 && s.Tokens1h >= b.TokensPerHour:
+		return RuleTokens, fmt.Sprintf("%d tokens in the last hour reach the budget of %d per hour", s.Tokens1h, b.TokensPerHour), false
+	case b.TokensPerDay > 0 && s.Tokens1d >= b.TokensPerDay:
+		return RuleTokens, fmt.Sprintf("%d tokens in the last 24 hours reach the budget of %d per day", s.Tokens1d, b.TokensPerDay), false
+	case b.CostPerHour > 0 && s.Cost1h >= b.CostPerHour:
+		return RuleCost, fmt.Sprintf("$%.4f spent in the last hour reaches the budget of $%.2f per hour", s.Cost1h, b.CostPerHour), false
+	case b.CostPerDay > 0 && s.Cost1d >= b.CostPerDay:
+		return RuleCost, fmt.Sprintf("$%.4f spent in the last 24 hours reaches the budget of $%.2f per day", s.Cost1d, b.CostPerDay), false
+	}
+	return "", "", true
+}

@@ -1,0 +1,217 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// maxEventBytes bounds one SSE event the scanner parses. A longer one is
+// still passed on to the client; only its facts are not read (the usage
+// events it needs are small).
+const maxEventBytes = 1 << 20
+
+// Stream reads the facts of a streamed (SSE) answer as its bytes pass:
+// Write never fails and never holds the stream back, so the door tees the
+// upstream's bytes into it on their way to the client.
+type Stream struct {
+	ep      Endpoint
+	out     Outcome
+	line    []byte // the current line, up to maxEventBytes
+	long    bool   // the current line outgrew the bound and is skipped
+	event   string // the current event's "event:" field
+	data    []byte // the current event's data lines, joined by \n
+	skipped bool   // the current event's data outgrew the bound
+	done    bool   // the answer said it ended ([DONE], message_stop, response.completed)
+}
+
+// NewStream starts reading a streamed answer of endpoint e.
+func NewStream(e Endpoint) *Stream { return &Stream{ep: e} }
+
+// Write consumes the next bytes of the stream.
+func (s *Stream) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			s.appendLine(p)
+			break
+		}
+		s.appendLine(p[:i])
+		p = p[i+1:]
+		s.endLine()
+	}
+	return n, nil
+}
+
+func (s *Stream) appendLine(p []byte) {
+	if s.long {
+		return
+	}
+	if len(s.line)+len(p) > maxEventBytes {
+		s.long, s.line = true, s.line[:0]
+		return
+	}
+	s.line = append(s.line, p...)
+}
+
+// endLine handles one complete line (SSE: field lines, a blank line ends
+// the event; \r\n and \n both end lines).
+func (s *Stream) endLine() {
+	line := bytes.TrimSuffix(s.line, []byte("\r"))
+	long := s.long
+	s.line, s.long = s.line[:0], false
+	if long {
+		s.skipped = true
+		return
+	}
+	if len(line) == 0 {
+		s.dispatch()
+		return
+	}
+	field, value, _ := bytes.Cut(line, []byte(":"))
+	value = bytes.TrimPrefix(value, []byte(" "))
+	switch string(field) {
+	case "event":
+		s.event = string(value)
+	case "data":
+		if s.skipped {
+			return
+		}
+		if len(s.data)+len(value)+1 > maxEventBytes {
+			s.skipped, s.data = true, s.data[:0]
+			return
+		}
+		if len(s.data) > 0 {
+			s.data = append(s.data, '\n')
+		}
+		s.data = append(s.data, value...)
+	}
+}
+
+// Close ends the stream: an event not closed by a blank line is read too.
+func (s *Stream) Close() error {
+	if len(s.line) > 0 || s.long {
+		s.endLine()
+	}
+	s.dispatch()
+	return nil
+}
+
+func (s *Stream) dispatch() {
+	event, data, skipped := s.event, s.data, s.skipped
+	s.event, s.data, s.skipped = "", s.data[:0], false
+	if skipped || len(data) == 0 {
+		return
+	}
+	if bytes.Equal(data, []byte("[DONE]")) {
+		s.done = true
+		return
+	}
+	var probe struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(data, &probe) != nil {
+		return
+	}
+	if event == "" {
+		event = probe.Type
+	}
+	o := &s.out
+	switch s.ep {
+	case Messages:
+		s.anthropicEvent(event, data)
+	case ChatCompletions:
+		var c chatCompletion
+		if json.Unmarshal(data, &c) == nil {
+			o.applyChat(&c)
+		}
+	case Responses:
+		s.responsesEvent(event, data)
+	}
+}
+
+func (s *Stream) anthropicEvent(event string, data []byte) {
+	o := &s.out
+	switch event {
+	case "message_start":
+		var ev struct {
+			Message anthropicMessage `json:"message"`
+		}
+		if json.Unmarshal(data, &ev) == nil {
+			o.applyMessage(&ev.Message)
+		}
+	case "content_block_start":
+		var ev struct {
+			Block struct {
+				Type string `json:"type"`
+				ID   string `json:"id"`
+			} `json:"content_block"`
+		}
+		if json.Unmarshal(data, &ev) == nil && (ev.Block.Type == "tool_use" || ev.Block.Type == "server_tool_use") {
+			o.addToolUse(ev.Block.ID)
+		}
+	case "message_delta":
+		var ev struct {
+			Delta struct {
+				StopReason string `json:"stop_reason"`
+			} `json:"delta"`
+			Usage *anthropicUsage `json:"usage"`
+		}
+		if json.Unmarshal(data, &ev) == nil {
+			o.setStop(ev.Delta.StopReason)
+			o.applyAnthropic(ev.Usage)
+		}
+	case "message_stop":
+		s.done = true
+	case "error":
+		var ev struct {
+			Error providerError `json:"error"`
+		}
+		if json.Unmarshal(data, &ev) == nil {
+			o.setError(ev.Error.Type + ": " + ev.Error.Message)
+		}
+	}
+}
+
+func (s *Stream) responsesEvent(event string, data []byte) {
+	o := &s.out
+	switch event {
+	case "response.created", "response.in_progress":
+		var ev struct {
+			Response response `json:"response"`
+		}
+		if json.Unmarshal(data, &ev) == nil {
+			o.setModel(ev.Response.Model)
+		}
+	case "response.output_item.added", "response.output_item.done":
+		var ev struct {
+			Item responseItem `json:"item"`
+		}
+		if json.Unmarshal(data, &ev) == nil {
+			o.applyItem(&ev.Item)
+		}
+	case "response.completed", "response.incomplete", "response.failed":
+		var ev struct {
+			Response response `json:"response"`
+		}
+		if json.Unmarshal(data, &ev) == nil {
+			o.applyResponse(&ev.Response)
+		}
+		s.done = true
+	case "error":
+		var ev struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(data, &ev) == nil {
+			o.setError(ev.Code + ": " + ev.Message)
+		}
+	}
+}
+
+// Outcome is what the stream said so far.
+func (s *Stream) Outcome() Outcome { return s.out }
+
+// Done reports whether the stream announced its own end, so a stream that
+// stops before it is known to be cut.
+func (s *Stream) Done() bool { return s.done }
