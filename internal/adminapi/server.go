@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -81,9 +82,19 @@ func (s *Server) admin(next http.HandlerFunc) http.Handler {
 func (s *Server) RecordRefusal(r *http.Request, reason string) {
 	call := &gateway.Call{Kind: gateway.KindAdmin, Tool: r.Method + " " + r.URL.Path, Via: "admin",
 		Detail: map[string]any{"remote": r.RemoteAddr}}
-	if err := s.Gateway.Refuse(call, gateway.Decision{Rule: "auth.token", Reason: reason}); err != nil {
+	err := s.Gateway.Refuse(remoteHost(r), call, gateway.Decision{Rule: "auth.token", Reason: reason})
+	if errors.Is(err, gateway.ErrAuditUnavailable) {
 		slog.Error("auditing a refused request failed", "route", call.Tool, "err", err)
 	}
+}
+
+// remoteHost is who a refusal is counted against: the remote host of a TCP
+// request (its port changes with every connection), the socket otherwise.
+func remoteHost(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return "admin.sock"
 }
 
 func (s *Server) call(w http.ResponseWriter, r *http.Request) {

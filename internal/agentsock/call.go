@@ -70,11 +70,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, errCwd):
 		// Well-formed but refused: on the record like any denial.
 		call.Args = hdr.Args()
-		if rerr := s.gw.Refuse(call, gateway.Decision{Rule: "args.invalid", Reason: err.Error()}); rerr != nil {
-			wire.WriteError(w, http.StatusServiceUnavailable, &wire.Error{Code: "unavailable", Message: rerr.Error()})
-			return
-		}
-		wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Rule: "args.invalid", Message: err.Error(), ID: call.ID})
+		wire.Refused(w, http.StatusBadRequest, "bad_request", s.gw.Refuse(agent, call, gateway.Decision{Rule: "args.invalid", Reason: err.Error()}))
 		return
 	case err != nil:
 		wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Message: err.Error()})
@@ -85,11 +81,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 	// The socket serves plugin tools only; core tools are the host's to call.
 	if t, ok := s.gw.Snapshot().Tools[call.Tool]; ok && t.Kind() != gateway.KindTool {
 		dec := gateway.Decision{Rule: "socket.kind", Reason: fmt.Sprintf("%s is a %s, not callable through the agent socket", call.Tool, t.Kind())}
-		if rerr := s.gw.Refuse(call, dec); rerr != nil {
-			wire.WriteError(w, http.StatusServiceUnavailable, &wire.Error{Code: "unavailable", Message: rerr.Error()})
-			return
-		}
-		wire.WriteError(w, http.StatusForbidden, &wire.Error{Code: "denied", Rule: dec.Rule, Message: dec.Reason, ID: call.ID})
+		wire.Refused(w, http.StatusForbidden, "denied", s.gw.Refuse(agent, call, dec))
 		return
 	}
 

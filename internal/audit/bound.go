@@ -9,7 +9,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/gateway"
 )
 
 // Limits of Bound beyond the string length.
@@ -203,14 +204,7 @@ func (s *boundState) redact(v string) string {
 // rune boundaries, so the output is valid UTF-8.
 func (s *boundState) str(v string, bound bool) {
 	if bound {
-		v = s.redact(v)
-		if len(v) > s.b.maxString {
-			keep := s.b.maxString
-			for keep > 0 && !utf8.RuneStart(v[keep]) {
-				keep--
-			}
-			v = fmt.Sprintf("%s…[cut %d bytes]", v[:keep], len(v)-keep)
-		}
+		v = gateway.Cut(s.redact(v), s.b.maxString)
 	}
 	_ = s.enc.Encode(v) // a string always encodes
 	s.out.Truncate(s.out.Len() - 1)

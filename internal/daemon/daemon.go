@@ -132,7 +132,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 
 	d.sock = agentsock.New(d.gw, agentsock.Options{Logger: log})
 	d.sock.Handle(egress.Pattern, egress.NewHandler(d.gw))
-	hs, err := hookserver.New(hookserver.Options{Gateway: d.gw, Audit: aw, AuditDir: cfg.Gateway.Audit.Dir, BoundArgs: d.bounder.Bound, Logger: log})
+	hs, err := hookserver.New(hookserver.Options{Gateway: d.gw, AuditDir: cfg.Gateway.Audit.Dir, Logger: log})
 	if err != nil {
 		d.close()
 		return nil, err

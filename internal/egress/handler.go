@@ -67,11 +67,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if max, ok := t.MaxConnections(call.Agent); ok {
 			if err := h.lim.AcquireMax(call.Agent, max); err != nil {
 				dec := gateway.Decision{Rule: RuleLimit, Reason: err.Error()}
-				if rerr := h.gw.Refuse(call, dec); rerr != nil {
-					wire.WriteError(w, http.StatusServiceUnavailable, &wire.Error{Code: "unavailable", Message: rerr.Error()})
-					return
-				}
-				wire.WriteError(w, http.StatusTooManyRequests, &wire.Error{Code: "too_many", Rule: dec.Rule, Message: dec.Reason, ID: call.ID})
+				wire.Refused(w, http.StatusTooManyRequests, "too_many", h.gw.Refuse(call.Agent, call, dec))
 				return
 			}
 			defer h.lim.Release(call.Agent)

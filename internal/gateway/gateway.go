@@ -137,6 +137,7 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 	if err != nil {
 		result.Error = err.Error()
 	}
+	result.Error = g.boundText(result.Error)
 	if q, ok := g.opts.Audit.(AuditQueue); ok && g.opts.AsyncResults {
 		q.Enqueue(result)
 	} else if aerr := g.opts.Audit.Append(result); aerr != nil {
@@ -231,10 +232,7 @@ func (g *Gateway) entry(call *Call, tool Tool, dec Decision) *Entry {
 	} else if aa, ok := tool.(AuditArgs); ok && len(args) > 0 {
 		args = aa.AuditArgs(call)
 	}
-	if g.opts.BoundArgs != nil && len(args) > 0 {
-		args = g.opts.BoundArgs(args)
-	}
-	return &Entry{
+	return g.bounded(&Entry{
 		TS:       time.Now().UTC(),
 		ID:       call.ID,
 		Phase:    PhaseDecision,
@@ -249,24 +247,5 @@ func (g *Gateway) entry(call *Call, tool Tool, dec Decision) *Entry {
 		Session:  call.Session,
 		Parent:   call.Parent,
 		Detail:   call.Detail,
-	}
-}
-
-// Refuse records a request refused before it became a call (a bad token on
-// the admin API, a connection the egress guard dropped). The entry is
-// durable when Refuse returns nil.
-func (g *Gateway) Refuse(call *Call, dec Decision) error {
-	if call.ID == "" {
-		call.ID = NewID()
-	}
-	dec.Allow = false
-	if err := g.opts.Audit.Append(g.entry(call, nil, dec)); err != nil {
-		return err
-	}
-	if call.Agent != "" { // counted like a denial in Handle: a call, and a denial
-		stats := g.Stats(call.Agent)
-		stats.Calls.Add(1)
-		stats.Denials.Add(1)
-	}
-	return nil
+	})
 }

@@ -135,11 +135,13 @@ func TestFailClosed(t *testing.T) {
 func TestRefuseAndStats(t *testing.T) {
 	sink, tool := &memSink{}, &fakeTool{}
 	g := newTestGateway(sink, tool)
-	if err := g.Refuse(&Call{Kind: KindAdmin, Tool: "GET /v1/agents"}, Decision{Allow: true, Rule: "auth.token", Reason: "no token"}); err != nil {
-		t.Fatal(err)
+	err := g.Refuse("127.0.0.1", &Call{Kind: KindAdmin, Tool: "GET /v1/agents"}, Decision{Allow: true, Rule: "auth.token", Reason: "no token"})
+	var denied *DeniedError
+	if !errors.As(err, &denied) || denied.Decision.Allow || denied.Decision.Rule != "auth.token" {
+		t.Fatalf("Refuse answered %v, want a denial", err)
 	}
-	if e := sink.entries[0]; e.Decision != "deny" || e.Agent != "" || e.Type != KindAdmin || e.ID == "" {
-		t.Fatalf("refusal recorded as %+v", e)
+	if e := sink.entries[0]; e.Decision != "deny" || e.Agent != "" || e.Type != KindAdmin || e.ID == "" || e.ID != denied.ID {
+		t.Fatalf("refusal recorded as %+v (answer id %s)", e, denied.ID)
 	}
 	g.Handle(context.Background(), &Call{Agent: "a", Tool: "echo", Args: json.RawMessage(`{}`)}, nil)
 	g.Handle(context.Background(), &Call{Agent: "a", Tool: "echo", Args: json.RawMessage(`{"x":"forbidden"}`)}, nil)
@@ -147,12 +149,12 @@ func TestRefuseAndStats(t *testing.T) {
 		t.Fatalf("stats calls=%d denials=%d", s.Calls.Load(), s.Denials.Load())
 	}
 	// A refusal at an entry point counts as a denied call, once it is recorded.
-	if err := g.Refuse(&Call{Agent: "a", Kind: KindEgress, Tool: "connect"}, Decision{Rule: "egress.allowlist"}); err != nil {
+	if err := g.Refuse("a", &Call{Agent: "a", Kind: KindEgress, Tool: "connect"}, Decision{Rule: "egress.allowlist"}); !errors.As(err, &denied) {
 		t.Fatal(err)
 	}
 	sink.fail = errors.New("disk full")
-	if err := g.Refuse(&Call{Agent: "a", Kind: KindEgress, Tool: "connect"}, Decision{Rule: "egress.allowlist"}); err == nil {
-		t.Fatal("Refuse with a failing sink returned nil")
+	if err := g.Refuse("a", &Call{Agent: "a", Kind: KindEgress, Tool: "connect"}, Decision{Rule: "egress.allowlist"}); !errors.Is(err, ErrAuditUnavailable) {
+		t.Fatalf("Refuse with a failing sink returned %v, want ErrAuditUnavailable", err)
 	}
 	if s := g.Stats("a"); s.Calls.Load() != 3 || s.Denials.Load() != 2 {
 		t.Fatalf("after refusals: stats calls=%d denials=%d, want 3 and 2", s.Calls.Load(), s.Denials.Load())

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/toolgate/toolgate/internal/gateway"
 )
@@ -52,39 +51,37 @@ type Observation struct {
 	Line      int             // 1-based line in the transcript
 }
 
-// Entry renders the observation as an audit entry of type observed whose
-// Decision is DecisionObserved (see there). Its ID is the observation's, so
-// an index keyed by id absorbs re-ingestion.
-func (o Observation) Entry(agent string, ts time.Time) *gateway.Entry {
-	e := &gateway.Entry{
-		TS:       ts,
-		ID:       o.ID,
-		Phase:    gateway.PhaseResult,
-		Agent:    agent,
-		Type:     gateway.KindObserved,
-		Tool:     o.Tool,
-		Via:      "ingest",
-		Decision: DecisionObserved,
-		Session:  o.Session,
-		Detail:   map[string]any{"kind": o.Kind, "line": o.Line},
+// Observed is the observation as the gateway records it: an entry of
+// type observed whose verdict is DecisionObserved (see there). Its ID is the
+// observation's, so an index keyed by id absorbs re-ingestion.
+func (o Observation) Observed(agent string) *gateway.Observation {
+	g := &gateway.Observation{
+		ID:      o.ID,
+		Agent:   agent,
+		Type:    gateway.KindObserved,
+		Tool:    o.Tool,
+		Via:     "ingest",
+		Verdict: DecisionObserved,
+		Session: o.Session,
+		Detail:  map[string]any{"kind": o.Kind, "line": o.Line},
 	}
 	if len(o.Input) > 0 {
-		e.Args = AuditArgs(o.Tool, o.Input)
+		g.Args = AuditArgs(o.Tool, o.Input)
 	}
 	if o.IsError {
-		e.Error = o.Content
+		g.Error = o.Content
 	} else {
-		setDetail(e.Detail, "content", o.Content)
+		setDetail(g.Detail, "content", o.Content)
 	}
-	setDetail(e.Detail, "tool_use_id", o.ToolUseID)
-	setDetail(e.Detail, "parent_tool_use_id", o.Parent)
-	setDetail(e.Detail, "claimed", o.Claimed)
-	setDetail(e.Detail, "source", o.Source)
-	setDetail(e.Detail, "reason", o.Reason)
+	setDetail(g.Detail, "tool_use_id", o.ToolUseID)
+	setDetail(g.Detail, "parent_tool_use_id", o.Parent)
+	setDetail(g.Detail, "claimed", o.Claimed)
+	setDetail(g.Detail, "source", o.Source)
+	setDetail(g.Detail, "reason", o.Reason)
 	if o.TimedOut {
-		e.Detail["timed_out"] = true
+		g.Detail["timed_out"] = true
 	}
-	return e
+	return g
 }
 
 // streamEvent is the union of the stream-json events toolgate reads; the

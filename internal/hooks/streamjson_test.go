@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 )
 
 func collect(t *testing.T, data []byte) []Observation {
@@ -86,10 +85,9 @@ func TestStreamJSONDetails(t *testing.T) {
 
 // Observations become entries that can never pass for decisions.
 func TestObservationEntry(t *testing.T) {
-	ts := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
 	for _, o := range collect(t, readSample(t, "stream-json-ask-headless.jsonl")) {
-		e := o.Entry("demo", ts)
-		if e.Type != "observed" || e.Decision != DecisionObserved || e.Decision == "allow" || e.Decision == "deny" {
+		e := o.Observed("demo")
+		if e.Type != "observed" || e.Verdict != DecisionObserved || e.Verdict == "allow" || e.Verdict == "deny" {
 			t.Fatalf("entry counts as a decision: %+v", e)
 		}
 		if e.ID != o.ID || e.Agent != "demo" || e.Tool != "Bash" || e.Session != o.Session || e.Detail["kind"] != o.Kind {
@@ -100,7 +98,7 @@ func TestObservationEntry(t *testing.T) {
 		}
 	}
 	w := Observation{Kind: ObsToolUse, Tool: "Write", Input: []byte(`{"file_path":"/a","content":"12345"}`)}
-	if got := string(w.Entry("a", ts).Args); got != `{"content":{"bytes":5},"file_path":"/a"}` {
+	if got := string(w.Observed("a").Args); got != `{"content":{"bytes":5},"file_path":"/a"}` {
 		t.Fatalf("body not counted: %s", got)
 	}
 }
@@ -150,8 +148,7 @@ func FuzzReadStreamJSON(f *testing.F) {
 			if o.ID == "" || o.Kind == "" || o.Line < 1 {
 				t.Fatalf("bad observation %+v", o)
 			}
-			e := o.Entry("a", time.Time{})
-			if e.Decision != DecisionObserved {
+			if e := o.Observed("a"); e.Verdict != DecisionObserved {
 				t.Fatal("observation rendered as a decision")
 			}
 			return nil

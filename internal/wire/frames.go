@@ -202,6 +202,23 @@ func WriteJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// Refused answers a request the gateway refused; err is what
+// gateway.Refuse returned. A recorded refusal gets status and code with the
+// decision's rule, reason and audit id; one the audit could not record gets
+// 503 unavailable, like any call the audit could not take.
+//
+//	wire.Refused(w, http.StatusForbidden, "denied", gw.Refuse(agent, call, dec))
+func Refused(w http.ResponseWriter, status int, code string, err error) {
+	var denied *gateway.DeniedError
+	if !errors.As(err, &denied) {
+		status, e := ErrorFor(err)
+		WriteError(w, status, e)
+		return
+	}
+	d := denied.Decision
+	WriteError(w, status, &Error{Code: code, Rule: d.Rule, Message: d.Reason, ID: denied.ID})
+}
+
 // ErrorFor maps a pipeline error to its wire error and HTTP status.
 func ErrorFor(err error) (int, *Error) {
 	var denied *gateway.DeniedError

@@ -7,8 +7,8 @@
 // Wiring (the daemon):
 //
 //	snap.ByKind = map[gateway.Kind]gateway.Tool{gateway.KindHook: hooks.Tool()}
-//	hs, err := hookserver.New(hookserver.Options{Gateway: gw, Audit: aw,
-//		AuditDir: cfg.Gateway.Audit.Dir, BoundArgs: bounder.Bound, Logger: log})
+//	hs, err := hookserver.New(hookserver.Options{Gateway: gw,
+//		AuditDir: cfg.Gateway.Audit.Dir, Logger: log})
 //	hs.Mount(agentSrv)                                    // agent sockets
 //	mux.Handle("POST /v1/agents/{agent}/observations", admin(hs.Ingest())) // admin API
 package hookserver
@@ -55,15 +55,11 @@ const (
 
 // Options are the server's collaborators.
 type Options struct {
+	// Gateway records the gate's calls, the tap's reports and the
+	// transcripts' observations (Observe), bounding them like every entry.
 	Gateway *gateway.Gateway
-	// Audit receives tap entries and observations; the gateway's own sink.
-	Audit gateway.AuditSink
 	// AuditDir is read at start for event ids already recorded ("" skips it).
-	AuditDir string
-	// BoundArgs is the gateway's bounder (long strings cut, secrets
-	// redacted), applied to tap arguments and every Detail value. Nil keeps
-	// them as the hook mapping bounded them.
-	BoundArgs   func(json.RawMessage) json.RawMessage
+	AuditDir    string
 	Logger      *slog.Logger
 	Recent      int           // default DefaultRecent
 	DedupWindow time.Duration // default DefaultDedupWindow
@@ -82,8 +78,8 @@ type Server struct {
 // audit log at AuditDir already holds, so a redelivery after a restart is
 // still recognised.
 func New(opts Options) (*Server, error) {
-	if opts.Gateway == nil || opts.Audit == nil {
-		return nil, errors.New("hookserver: Gateway and Audit are required")
+	if opts.Gateway == nil {
+		return nil, errors.New("hookserver: Gateway is required")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -195,12 +191,14 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, agent string, in
 	if p, ok := agentsock.PeerOf(r.Context()); ok {
 		call.Detail["peer"] = p
 	}
-	dec := gateway.Decision{Rule: RuleInput, Reason: "bad hook input: " + cause.Error()}
-	if err := s.opts.Gateway.Refuse(call, dec); err != nil {
-		wire.WriteError(w, http.StatusServiceUnavailable, &wire.Error{Code: "unavailable", Message: err.Error()})
+	err := s.opts.Gateway.Refuse(agent, call, gateway.Decision{Rule: RuleInput, Reason: "bad hook input: " + cause.Error()})
+	var denied *gateway.DeniedError
+	if !errors.As(err, &denied) { // not on record: the client fails closed
+		status, e := wire.ErrorFor(err)
+		wire.WriteError(w, status, e)
 		return
 	}
-	writeJSON(w, http.StatusOK, GateAnswer{Decision: dec, ID: call.ID})
+	writeJSON(w, http.StatusOK, GateAnswer{Decision: denied.Decision, ID: denied.ID})
 }
 
 // postToolUse is the tap: one audit entry per event id, whatever the number
@@ -227,78 +225,55 @@ func (s *Server) postToolUse(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusForbidden, &wire.Error{Code: "denied", Rule: "agent.unknown", Message: fmt.Sprintf("unknown agent %q", agent)})
 		return
 	}
-	e := s.tapEntry(agent, in, call)
-	dup, err := s.record(agent, hooks.EventID(in), e)
+	id, dup, err := s.record(agent, hooks.EventID(in), tapObservation(agent, in, call))
 	switch {
 	case err != nil:
 		wire.WriteError(w, http.StatusServiceUnavailable, &wire.Error{Code: "unavailable", Message: err.Error()})
 	case dup:
 		writeJSON(w, http.StatusOK, TapAnswer{Duplicate: true})
 	default:
-		writeJSON(w, http.StatusOK, TapAnswer{ID: e.ID})
+		writeJSON(w, http.StatusOK, TapAnswer{ID: id})
 	}
 }
 
-func (s *Server) tapEntry(agent string, in *hooks.Input, call *gateway.Call) *gateway.Entry {
-	e := &gateway.Entry{
-		TS:       time.Now().UTC(),
-		ID:       gateway.NewID(),
-		Phase:    gateway.PhaseResult,
-		Agent:    agent,
-		Type:     gateway.KindHook,
-		Tool:     call.Tool,
-		Via:      hooks.ViaHook,
-		Args:     s.bound(hooks.AuditArgs(call.Tool, call.Args)),
-		Decision: hooks.DecisionReported,
-		Session:  call.Session,
-		Detail:   make(map[string]any, len(call.Detail)),
+// tapObservation is what a tap event reports: the finished call, its outcome and details.
+func tapObservation(agent string, in *hooks.Input, call *gateway.Call) *gateway.Observation {
+	o := &gateway.Observation{
+		Agent:   agent,
+		Type:    gateway.KindHook,
+		Tool:    call.Tool,
+		Via:     hooks.ViaHook,
+		Verdict: hooks.DecisionReported,
+		Args:    hooks.AuditArgs(call.Tool, call.Args),
+		Session: call.Session,
+		Detail:  make(map[string]any, len(call.Detail)),
 	}
 	if in.DurationMs != nil {
 		ms := *in.DurationMs
-		e.DurationMs = &ms
+		o.DurationMs = &ms
 	}
 	if in.HookEventName == hooks.EventPostToolUseFailure {
-		e.Error = s.boundString(call.Detail["error"].(string))
+		o.Error, _ = call.Detail["error"].(string)
 	}
 	for k, v := range call.Detail {
-		if k == "error" {
-			continue // in Error
+		if k != "error" { // in Error
+			o.Detail[k] = v
 		}
-		raw, err := json.Marshal(v)
-		if err != nil {
-			continue
-		}
-		e.Detail[k] = s.bound(raw)
 	}
-	return e
+	return o
 }
 
-func (s *Server) bound(raw json.RawMessage) json.RawMessage {
-	if s.opts.BoundArgs == nil || len(raw) == 0 {
-		return raw
-	}
-	return s.opts.BoundArgs(raw)
-}
-
-func (s *Server) boundString(v string) string {
-	raw, _ := json.Marshal(v)
-	var out string
-	if json.Unmarshal(s.bound(raw), &out) != nil {
-		return ""
-	}
-	return out
-}
-
-// record appends e unless id was already recorded for agent. Concurrent
-// deliveries of one id wait for the first; only a successful append marks
-// the id, so a failed one can be retried.
-func (s *Server) record(agent, id string, e *gateway.Entry) (dup bool, err error) {
+// record has the gateway record o unless id was already recorded for
+// agent, and returns the entry's id. Concurrent deliveries of one id wait
+// for the first; only a successful append marks the id, so a failed one can
+// be retried.
+func (s *Server) record(agent, id string, o *gateway.Observation) (entryID string, dup bool, err error) {
 	k := key(agent, id)
 	s.mu.Lock()
 	for {
 		if s.seen.has(agent, id) {
 			s.mu.Unlock()
-			return true, nil
+			return "", true, nil
 		}
 		ch, busy := s.inflight[k]
 		if !busy {
@@ -312,7 +287,7 @@ func (s *Server) record(agent, id string, e *gateway.Entry) (dup bool, err error
 	s.inflight[k] = ch
 	s.mu.Unlock()
 
-	err = s.opts.Audit.Append(e)
+	entryID, err = s.opts.Gateway.Observe(o)
 
 	s.mu.Lock()
 	delete(s.inflight, k)
@@ -321,7 +296,7 @@ func (s *Server) record(agent, id string, e *gateway.Entry) (dup bool, err error
 	}
 	s.mu.Unlock()
 	close(ch)
-	return false, err
+	return entryID, false, err
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -368,13 +343,7 @@ var errAudit = errors.New("audit log unavailable")
 func (s *Server) IngestStream(agent string, r io.Reader) (IngestAnswer, error) {
 	var ans IngestAnswer
 	err := hooks.ReadStreamJSON(r, func(o hooks.Observation) error {
-		e := o.Entry(agent, time.Now().UTC())
-		e.Args = s.bound(e.Args)
-		e.Error = s.boundString(e.Error)
-		if c, ok := e.Detail["content"].(string); ok {
-			e.Detail["content"] = s.boundString(c)
-		}
-		dup, err := s.record(agent, e.ID, e)
+		_, dup, err := s.record(agent, o.ID, o.Observed(agent))
 		switch {
 		case err != nil:
 			return fmt.Errorf("%w: %v", errAudit, err)

@@ -87,7 +87,7 @@ func newEnv(t testing.TB, agent, sockPath, workspace string, owner ...int) *env 
 		Decider: eng,
 	}
 	e.gw = gateway.New(gateway.Options{Audit: e.aw, BoundArgs: bounder.Bound, Logger: quiet}, snap)
-	e.opts = Options{Gateway: e.gw, Audit: e.aw, AuditDir: e.auditDir, BoundArgs: bounder.Bound, Logger: quiet}
+	e.opts = Options{Gateway: e.gw, AuditDir: e.auditDir, Logger: quiet}
 	if e.hs, err = New(e.opts); err != nil {
 		t.Fatal(err)
 	}
