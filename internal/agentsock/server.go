@@ -15,11 +15,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/connlimit"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/wire"
 )
 
 // DefaultMaxHeader bounds a call header: the JSON body, or the first NDJSON
@@ -27,17 +30,22 @@ import (
 const DefaultMaxHeader = 1 << 20
 
 // DefaultMaxConns bounds the connections one agent socket serves at once.
-// Each holds a goroutine and up to a call header in memory, and the sandbox
-// decides how many it opens: past the bound, further connections wait in
-// the listen queue, so one agent cannot exhaust the gateway for the others.
-// It is above egress's own per-agent limit, which refuses with a reason.
+// Each holds a goroutine, a descriptor and up to a call header in memory,
+// and the sandbox decides how many it opens: past the bound, further
+// connections wait in the listen queue, so one agent cannot exhaust the
+// gateway for the others. It is above egress's own per-agent limit, which
+// refuses with a reason.
 const DefaultMaxConns = 1024
 
 // Options tune the server.
 type Options struct {
 	MaxHeader int64 // bytes; default DefaultMaxHeader
 	MaxConns  int   // per agent socket; default DefaultMaxConns
-	Logger    *slog.Logger
+	// Pool, when set, is shared by all agent sockets (the daemon sizes it
+	// from the descriptor limit, connlimit.Plan).
+	Pool     connlimit.Pool
+	Timeouts connlimit.Timeouts // zero: connlimit.Defaults
+	Logger   *slog.Logger
 }
 
 // Socket is one agent's listening socket on the host.
@@ -99,6 +107,9 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 	}
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = DefaultMaxConns
+	}
+	if opts.Timeouts == (connlimit.Timeouts{}) {
+		opts.Timeouts = connlimit.Defaults
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -201,7 +212,7 @@ func (s *Server) listen(k Socket) (*listener, error) {
 		return nil, fmt.Errorf("agentsock: listening for agent %q: %w", k.Agent, err)
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(true)
-	ln = newLimitListener(ln, s.opts.MaxConns)
+	ln = connlimit.Listen(ln, s.opts.MaxConns, s.opts.Pool)
 	// Mode first, owner second: there is no moment the socket is open to all.
 	err = os.Chmod(k.Path, 0o600)
 	if err == nil && os.Geteuid() == 0 {
@@ -212,17 +223,13 @@ func (s *Server) listen(k Socket) (*listener, error) {
 		return nil, fmt.Errorf("agentsock: socket permissions for agent %q: %w", k.Agent, err)
 	}
 	agent := k.Agent
-	srv := &http.Server{
-		Handler:           s.mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelWarn),
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			ctx = context.WithValue(ctx, agentKey, agent)
-			if p, ok := peerCred(c); ok {
-				ctx = context.WithValue(ctx, peerKey, p)
-			}
-			return ctx
-		},
+	srv := connlimit.Server(s.routes(), s.opts.Timeouts, slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelWarn))
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		ctx = context.WithValue(ctx, agentKey, agent)
+		if p, ok := peerCred(c); ok {
+			ctx = context.WithValue(ctx, peerKey, p)
+		}
+		return ctx
 	}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
@@ -230,6 +237,19 @@ func (s *Server) listen(k Socket) (*listener, error) {
 		}
 	}()
 	return &listener{Socket: k, srv: srv, ln: ln}, nil
+}
+
+// routes are the mounted routes; a call sent as NDJSON streams its stdin for
+// as long as it runs, so its body has no deadline.
+func (s *Server) routes() http.Handler {
+	streams := connlimit.Unbounded(s.mux)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if media, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); strings.EqualFold(strings.TrimSpace(media), wire.MediaNDJSON) {
+			streams.ServeHTTP(w, r)
+			return
+		}
+		s.mux.ServeHTTP(w, r)
+	})
 }
 
 // close closes the listener itself too: Serve runs in a goroutine and may
@@ -263,8 +283,8 @@ func removeStale(path string) error {
 }
 
 func peerCred(c net.Conn) (Peer, bool) {
-	if lc, ok := c.(*limitConn); ok {
-		c = lc.Conn
+	if w, ok := c.(interface{ Unwrap() net.Conn }); ok {
+		c = w.Unwrap()
 	}
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
@@ -282,56 +302,4 @@ func peerCred(c net.Conn) (Peer, bool) {
 		return Peer{}, false
 	}
 	return Peer{PID: cred.Pid, UID: cred.Uid, GID: cred.Gid}, true
-}
-
-// limitListener accepts a connection only while fewer than cap(sem) are open.
-type limitListener struct {
-	net.Listener
-	sem  chan struct{}
-	done chan struct{}
-	once sync.Once
-}
-
-func newLimitListener(ln net.Listener, n int) *limitListener {
-	return &limitListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{})}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
-}
-
-func (l *limitListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return l.Listener.Close()
-}
-
-// limitConn gives its slot back once, on the first Close.
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
-}
-
-// CloseWrite keeps the half-close a hijacked connection (egress) relies on.
-func (c *limitConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
 }

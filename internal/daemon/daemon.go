@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/connlimit"
 	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks/hookserver"
@@ -56,6 +57,7 @@ type Daemon struct {
 	built   *Built
 	servers []*http.Server
 	lock    *os.File // HOME/serve.lock, held while serving
+	conns   connlimit.Budget
 }
 
 // Run starts the gateway and serves until ctx ends or SIGTERM/SIGINT arrives.
@@ -130,7 +132,13 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	d.bounder.AddSecrets(built.Secrets.Values()...)
 	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: mgr, BoundArgs: d.bounder.Bound, Logger: log, AsyncResults: true}, built.Snapshot)
 
-	d.sock = agentsock.New(d.gw, agentsock.Options{Logger: log})
+	nofile, err := connlimit.Nofile()
+	if err != nil {
+		d.close()
+		return nil, fmt.Errorf("reading the descriptor limit: %w", err)
+	}
+	d.conns = connlimit.Plan(nofile)
+	d.sock = agentsock.New(d.gw, agentsock.Options{Logger: log, MaxConns: d.conns.PerAgent, Pool: connlimit.NewPool(d.conns.Agents)})
 	d.sock.Handle(egress.Pattern, egress.NewHandler(d.gw))
 	hs, err := hookserver.New(hookserver.Options{Gateway: d.gw, AuditDir: cfg.Gateway.Audit.Dir, Logger: log})
 	if err != nil {
@@ -147,7 +155,8 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		d.close()
 		return nil, err
 	}
-	api := &adminapi.Server{Gateway: d.gw, Tokens: tokens, Status: d.status, Explain: d.explain, Observations: hs.Ingest()}
+	api := &adminapi.Server{Gateway: d.gw, Tokens: tokens, Status: d.status, Explain: d.explain,
+		Observations: connlimit.Unbounded(hs.Ingest())} // a transcript may be piped in as it is written
 	host := http.NewServeMux()
 	host.Handle("/mcp", auth.Require(tokens, auth.ScopeMCP, mcp.RouteOptions(api.RecordRefusal))(d.door.Handler(mcp.TokenIdentity)))
 	host.Handle("/", api.Handler())
@@ -155,7 +164,8 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		d.close()
 		return nil, err
 	}
-	log.Info("toolgate serving", "home", opts.Home, "agents", len(cfg.Agents), "docker_api", mgr.APIVersion(), "audit", cfg.Gateway.Audit.Dir)
+	log.Info("toolgate serving", "home", opts.Home, "agents", len(cfg.Agents), "docker_api", mgr.APIVersion(), "audit", cfg.Gateway.Audit.Dir,
+		"nofile", nofile, "conns_admin", d.conns.Admin, "conns_tcp", d.conns.TCP, "conns_agents", d.conns.Agents)
 	if opts.Ready != nil {
 		opts.Ready()
 	}
@@ -300,17 +310,17 @@ func (d *Daemon) listen(h http.Handler, cfg *config.Config) error {
 		ln.Close()
 		return err
 	}
-	lns := []net.Listener{ln}
+	lns := []net.Listener{connlimit.Listen(ln, d.conns.Admin, nil)}
 	if cfg.Gateway.Listen != "" {
 		tcp, err := net.Listen("tcp", cfg.Gateway.Listen)
 		if err != nil {
 			ln.Close()
 			return fmt.Errorf("gateway.listen: %w", err)
 		}
-		lns = append(lns, tcp)
+		lns = append(lns, connlimit.Listen(tcp, d.conns.TCP, nil))
 	}
 	for _, l := range lns {
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn)}
+		srv := connlimit.Server(h, connlimit.Defaults, slog.NewLogLogger(d.log.Handler(), slog.LevelWarn))
 		d.servers = append(d.servers, srv)
 		go func() {
 			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
