@@ -63,7 +63,8 @@ func ListenExecutor(path string) (net.Listener, error) {
 func ServeExecutor(ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+sandbox.ExecRoute, serveExec)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	// Stdin streams for as long as the call runs: an idle timeout, no body deadline.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 90 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	return srv.Serve(ln)
 }
 

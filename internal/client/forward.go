@@ -263,6 +263,7 @@ func Forward(ln net.Listener, socket string) error {
 	srv := &http.Server{
 		Handler:           NewForwarder(socket),
 		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       90 * time.Second, // bodies stream (uploads, tunnels): no body deadline
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
 	return srv.Serve(ln)
