@@ -188,4 +188,3 @@ func TestPlan(t *testing.T) {
 		}
 	}
 }
-
