@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
-ensure_packages docker.io busybox-static iproute2 git
+ensure_packages docker.io busybox-static iproute2 git mmdebstrap
+# The agent images take their CLIs from npm (any Node.js install will do).
+command -v npm >/dev/null || ensure_packages npm
 ensure_dockerd
 export TOOLGATE_REQUIRE_DOCKER=1
 unformatted=$(gofmt -l $(git ls-files '*.go'))

@@ -38,3 +38,21 @@ func TestEgressEnv(t *testing.T) {
 		t.Error("switching egress must recreate the sandbox (its environment changes)")
 	}
 }
+
+func TestPathEnv(t *testing.T) {
+	for _, c := range []struct {
+		image []string
+		want  string
+	}{
+		{nil, "PATH=/tools/bin:" + DefaultPath},
+		{[]string{"HOME=/root"}, "PATH=/tools/bin:" + DefaultPath},
+		{[]string{"PATH=/opt/bin:/usr/bin"}, "PATH=/tools/bin:/opt/bin:/usr/bin"},
+		{[]string{"PATH=/tools/bin:/usr/bin"}, "PATH=/tools/bin:/usr/bin"},
+		{[]string{"PATH=/tools/binx:/usr/bin"}, "PATH=/tools/bin:/tools/binx:/usr/bin"},
+		{[]string{"PATH="}, "PATH=/tools/bin:" + DefaultPath},
+	} {
+		if got := PathEnv(c.image); got != c.want {
+			t.Errorf("PathEnv(%q) = %q, want %q", c.image, got, c.want)
+		}
+	}
+}

@@ -122,6 +122,25 @@ func (s AgentSpec) CallEnv(id string) []string {
 	return env
 }
 
+// DefaultPath is the PATH of an image that sets none (Docker's own default).
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// PathEnv is the sandbox's PATH: /tools/bin, where the agent's plugin
+// tools are, before the image's own PATH (from its environment, imageEnv),
+// so any image works without knowing about toolgate.
+func PathEnv(imageEnv []string) string {
+	p := DefaultPath
+	for _, kv := range imageEnv {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok && v != "" {
+			p = v
+		}
+	}
+	if p == ToolsBinPath || strings.HasPrefix(p, ToolsBinPath+":") {
+		return "PATH=" + p
+	}
+	return "PATH=" + ToolsBinPath + ":" + p
+}
+
 // proxyEnv sets every proxy variable in both cases, as tools disagree on
 // which they read; loopback stays direct.
 func proxyEnv(url string) []string {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/moby/moby/client"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
+	"github.com/toolgate/toolgate/internal/sandbox/rootfs"
 )
 
 var (
@@ -111,4 +112,60 @@ func RemoveSandboxes(prefix string) error {
 		}
 	}
 	return nil
+}
+
+// Strict reports whether a missing part fails a test instead of skipping
+// it: in CI (CI=true) and under TOOLGATE_REQUIRE_DOCKER=1.
+func Strict() bool {
+	return os.Getenv("CI") == "true" || os.Getenv("TOOLGATE_REQUIRE_DOCKER") == "1"
+}
+
+// NeedPrograms skips a test when a host program it needs is not on PATH,
+// and fails it when Strict: the scripts install them (scripts/test.sh).
+func NeedPrograms(t testing.TB, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if _, err := exec.LookPath(n); err != nil {
+			if Strict() {
+				t.Fatalf("%s is required here (CI=true or TOOLGATE_REQUIRE_DOCKER=1) but missing: %v", n, err)
+			}
+			t.Skipf("%s not installed: %v", n, err)
+		}
+	}
+}
+
+var (
+	imageMu    sync.Mutex
+	imageBuilt = map[string]error{}
+)
+
+// AgentImage builds the image of rootfs profile name, as its own tag,
+// once per test process, and returns the tag. Downloads are cached across
+// runs (rootfs.CacheDir), and a current image is not rebuilt, so only the
+// first run on a machine pays for mmdebstrap and npm.
+func AgentImage(t testing.TB, name string) string {
+	t.Helper()
+	NeedDocker(t)
+	NeedPrograms(t, "mmdebstrap", "npm")
+	p, err := rootfs.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imageMu.Lock()
+	defer imageMu.Unlock()
+	err, done := imageBuilt[name]
+	if !done {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		defer cancel()
+		var m *docker.Manager
+		if m, err = docker.New(ctx, docker.Options{}); err == nil {
+			_, err = m.BuildImage(ctx, p.Tag(), p, rootfs.Env{}, false)
+			m.Close()
+		}
+		imageBuilt[name] = err
+	}
+	if err != nil {
+		t.Fatalf("building the %s image: %v", name, err)
+	}
+	return p.Tag()
 }

@@ -1,63 +1,66 @@
 package docker
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
-	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"time"
 
 	"github.com/moby/moby/client"
+	"github.com/toolgate/toolgate/internal/sandbox/rootfs"
 )
 
-// BusyboxPath is where Debian's busybox-static puts its binary.
-const BusyboxPath = "/bin/busybox"
-
-// applets get a /bin symlink to busybox in the default image.
-var applets = []string{
-	"sh", "ash", "ls", "cat", "echo", "mkdir", "mv", "rm", "rmdir", "env", "sleep", "true",
-	"false", "printf", "head", "tail", "wc", "grep", "egrep", "sed", "awk", "find", "xargs",
-	"kill", "wget", "id", "test", "[", "timeout", "stat", "cp", "touch", "seq", "yes", "dd",
-	"ps", "pwd", "ln", "chmod", "basename", "dirname", "readlink", "realpath", "sort", "uniq",
-	"cut", "tr", "tee", "diff", "patch", "tar", "gzip", "gunzip", "date", "du", "df", "which",
-	"whoami", "hostname", "uname", "expr", "md5sum", "sha256sum", "base64", "vi", "less",
-	"hexdump", "od", "nproc", "usleep", "mktemp", "cmp", "sync",
-}
+// Labels of a built image: the profile and the version of everything in it.
+const (
+	LabelProfile        = "toolgate.profile"
+	LabelProfileVersion = "toolgate.profile.version"
+)
 
 // imageChanges configure the imported image (Dockerfile instructions).
-var imageChanges = []string{
-	"USER 1000:1000",
-	"WORKDIR /workspace",
-	"ENV PATH=/tools/bin:/usr/local/bin:/usr/bin:/bin",
-	`CMD ["/tools/toolgate-client","init"]`,
+func imageChanges(p rootfs.Profile) []string {
+	changes := []string{
+		"USER 1000:1000",
+		"WORKDIR /workspace",
+		"ENV PATH=/tools/bin:/usr/local/bin:/usr/bin:/bin",
+		`CMD ["/tools/toolgate-client","init"]`,
+		"LABEL " + LabelProfile + "=" + p.Name(),
+		"LABEL " + LabelProfileVersion + "=" + p.Version(),
+	}
+	for _, kv := range p.Env() {
+		changes = append(changes, "ENV "+kv)
+	}
+	return changes
 }
 
-// BuildDefaultImage builds the default sandbox image offline: a scratch
-// root filesystem made here in Go around the host's static busybox,
-// imported through the Engine. It does nothing when tag exists unless force.
-// It reports whether it built.
+// BuildDefaultImage builds the default profile's image (busybox-static) as tag.
 func (m *Manager) BuildDefaultImage(ctx context.Context, tag string, force bool) (bool, error) {
-	if !force {
-		exists, err := m.imageExists(ctx, tag)
-		if err != nil {
-			return false, err
-		}
-		if exists {
-			return false, nil
-		}
-	}
-	rootfs, err := DefaultRootfs(BusyboxPath)
+	p, err := rootfs.Lookup("default")
 	if err != nil {
 		return false, err
 	}
+	return m.BuildImage(ctx, tag, p, rootfs.Env{}, force)
+}
+
+// BuildImage builds profile p's image offline and imports it through the
+// Engine as tag. It does nothing when tag exists with the profile's
+// current version unless force. It reports whether it built.
+func (m *Manager) BuildImage(ctx context.Context, tag string, p rootfs.Profile, env rootfs.Env, force bool) (bool, error) {
+	if !force {
+		current, err := m.imageVersion(ctx, tag)
+		if err != nil {
+			return false, err
+		}
+		if current == p.Version() {
+			return false, nil
+		}
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(p.Write(ctx, env, pw)) }()
+	defer pr.Close() // ends the writer when the import stops early
 	resp, err := m.cli.ImageImport(ctx,
-		client.ImageImportSource{Source: bytes.NewReader(rootfs), SourceName: "-"},
-		tag, client.ImageImportOptions{Changes: imageChanges, Message: "toolgate default sandbox image"})
+		client.ImageImportSource{Source: pr, SourceName: "-"},
+		tag, client.ImageImportOptions{Changes: imageChanges(p), Message: "toolgate sandbox image, profile " + p.Name()})
 	if err != nil {
 		return false, fmt.Errorf("importing image %s: %w", tag, err)
 	}
@@ -68,12 +71,18 @@ func (m *Manager) BuildDefaultImage(ctx context.Context, tag string, force bool)
 	return true, nil
 }
 
-func (m *Manager) imageExists(ctx context.Context, ref string) (bool, error) {
+// imageVersion is the profile version label of image ref: "" when the
+// image is missing or has none (built before images were labelled, or
+// not by toolgate), so BuildImage makes it anew.
+func (m *Manager) imageVersion(ctx context.Context, ref string) (string, error) {
 	res, err := m.cli.ImageList(ctx, client.ImageListOptions{Filters: make(client.Filters).Add("reference", ref)})
 	if err != nil {
-		return false, fmt.Errorf("listing images: %w", err)
+		return "", fmt.Errorf("listing images: %w", err)
 	}
-	return len(res.Items) > 0, nil
+	if len(res.Items) == 0 {
+		return "", nil
+	}
+	return res.Items[0].Labels[LabelProfileVersion], nil
 }
 
 // drainProgress reads the Engine's JSON progress stream and returns the
@@ -94,74 +103,4 @@ func drainProgress(r io.Reader) error {
 			return errors.New(msg.Error)
 		}
 	}
-}
-
-// DefaultRootfs returns the default image's root filesystem as a tar.
-func DefaultRootfs(busybox string) ([]byte, error) {
-	bin, err := staticBusybox(busybox)
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	now := time.Now()
-	add := func(h *tar.Header, body []byte) {
-		h.ModTime = now
-		h.Format = tar.FormatPAX
-		if err == nil {
-			err = tw.WriteHeader(h)
-		}
-		if err == nil && len(body) > 0 {
-			_, err = tw.Write(body)
-		}
-	}
-	dir := func(name string, mode int64, uid int) {
-		add(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode, Uid: uid, Gid: uid}, nil)
-	}
-	file := func(name string, mode int64, body []byte) {
-		add(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(body))}, body)
-	}
-	for _, d := range []string{"bin", "etc", "dev", "proc", "sys", "root", "run", "run/toolgate",
-		"usr", "usr/bin", "usr/local", "usr/local/bin", "tools", "tools/bin", "var"} {
-		dir(d, 0o755, 0)
-	}
-	dir("tmp", 0o1777, 0)
-	dir("workspace", 0o755, 1000)
-	file("bin/busybox", 0o755, bin)
-	for _, a := range applets {
-		add(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + a, Linkname: "busybox", Mode: 0o777}, nil)
-	}
-	file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nagent:x:1000:1000:agent:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"))
-	file("etc/group", 0o644, []byte("root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n"))
-	// Mount points of the client and launcher binaries: the root is read-only at run time.
-	file("tools/toolgate-client", 0o755, nil)
-	file("tools/toolgate-launch", 0o755, nil)
-	if err == nil {
-		err = tw.Close()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("building the root filesystem: %w", err)
-	}
-	return buf.Bytes(), nil
-}
-
-// staticBusybox reads busybox and refuses a dynamically linked one: the
-// image has no libc.
-func staticBusybox(path string) ([]byte, error) {
-	const hint = "install Debian's static busybox: apt-get install busybox-static"
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w (%s)", path, err, hint)
-	}
-	f, err := elf.NewFile(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("%s is not an ELF executable: %w (%s)", path, err, hint)
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return nil, fmt.Errorf("%s is dynamically linked; the sandbox image has no libc (%s)", path, hint)
-		}
-	}
-	return b, nil
 }

@@ -274,12 +274,16 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (
 			return nil, nil, fmt.Errorf("toolgate-launch binary: %w", err)
 		}
 	}
+	var imgEnv []string
+	if img.Config != nil {
+		imgEnv = img.Config.Env
+	}
 	uid, gid, _ := sandbox.ParseUser(spec.UserOrDefault())
 	pids := spec.Pids
 	cfg := &container.Config{
 		Image:      spec.Image,
 		Cmd:        sandbox.InitArgv(),
-		Env:        spec.Env(),
+		Env:        append(spec.Env(), sandbox.PathEnv(imgEnv)),
 		User:       fmt.Sprintf("%d:%d", uid, gid),
 		WorkingDir: sandbox.WorkspacePath,
 		Labels:     map[string]string{LabelManaged: "true", LabelAgent: spec.Agent, LabelInstance: m.instance},
