@@ -1,6 +1,9 @@
 package client
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,7 +21,7 @@ import (
 // sandbox sees them, with its permissions, and no shell is involved.
 func init() {
 	commands["get"] = command{"get PATH [LIMIT]: a header line {size,mode}, then at most LIMIT bytes of the file", cmdGet}
-	commands["put"] = command{"put PATH: replace PATH atomically with stdin (parents created, an existing file's mode kept)", cmdPut}
+	commands["put"] = command{"put PATH SIZE SHA256: replace PATH atomically with stdin, which must be SIZE bytes with that digest (parents created, an existing file's mode kept)", cmdPut}
 }
 
 func cmdGet(args []string, stderr io.Writer) int {
@@ -73,11 +76,21 @@ func get(path string, limit int64, w io.Writer) error {
 }
 
 func cmdPut(args []string, stderr io.Writer) int {
-	if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: toolgate-client put PATH < CONTENT")
+	if len(args) != 3 {
+		fmt.Fprintln(stderr, "usage: toolgate-client put PATH SIZE SHA256 < CONTENT")
 		return 2
 	}
-	if err := put(args[0], os.Stdin); err != nil {
+	size, err := strconv.ParseInt(args[1], 10, 64)
+	if err != nil || size < 0 {
+		fmt.Fprintf(stderr, "put: bad size %q\n", args[1])
+		return 2
+	}
+	sum, err := hex.DecodeString(args[2])
+	if err != nil || len(sum) != sha256.Size {
+		fmt.Fprintf(stderr, "put: bad sha256 %q\n", args[2])
+		return 2
+	}
+	if err := put(args[0], os.Stdin, size, sum); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
@@ -86,7 +99,9 @@ func cmdPut(args []string, stderr io.Writer) int {
 
 // put writes r to a temporary file beside path, syncs it and renames it
 // over path, so a reader sees the old file or the new one, never a part.
-func put(path string, r io.Reader) error {
+// The content must be exactly size bytes with SHA-256 sum: input that ends
+// early (the gateway went away mid-write) is not taken for the whole file.
+func put(path string, r io.Reader, size int64, sum []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -104,7 +119,17 @@ func put(path string, r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(tmp, r)
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, size+1))
+	switch {
+	case err != nil:
+	case n < size:
+		err = fmt.Errorf("%s: not written: input ended after %d of %d bytes", path, n, size)
+	case n > size:
+		err = fmt.Errorf("%s: not written: more input than the %d bytes announced", path, size)
+	case !bytes.Equal(h.Sum(nil), sum):
+		err = fmt.Errorf("%s: not written: content does not match its sha256", path)
+	}
 	if err == nil {
 		err = tmp.Chmod(mode)
 	}

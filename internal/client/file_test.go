@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"io"
 	"os"
@@ -14,16 +15,22 @@ import (
 	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
+// putAll is put with the size and digest of content, as the gateway sends them.
+func putAll(path, content string) error {
+	sum := sha256.Sum256([]byte(content))
+	return put(path, strings.NewReader(content), int64(len(content)), sum[:])
+}
+
 func TestPutGet(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "a", "b", `it's "odd"`+"\n$(x).txt")
-	if err := put(p, strings.NewReader("hello\nworld\n")); err != nil {
+	if err := putAll(p, "hello\nworld\n"); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(p, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := put(p, strings.NewReader("replaced")); err != nil {
+	if err := putAll(p, "replaced"); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
@@ -46,12 +53,46 @@ func TestPutGet(t *testing.T) {
 	}{
 		{"get a directory", get(dir, -1, &out), "is a directory"},
 		{"get missing", get(filepath.Join(dir, "nope"), -1, &out), "no such file"},
-		{"put over a directory", put(dir, strings.NewReader("x")), "is a directory"},
-		{"put under a file", put(filepath.Join(p, "x"), strings.NewReader("x")), "not a directory"},
+		{"put over a directory", putAll(dir, "x"), "is a directory"},
+		{"put under a file", putAll(filepath.Join(p, "x"), "x"), "not a directory"},
 	}
 	for _, c := range cases {
 		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, c.err, c.want)
+		}
+	}
+}
+
+// TestPutOnlyCompleteContent: input that ends before the announced size (a
+// gateway that crashed mid-write), runs past it, or does not match the
+// digest leaves the target as it was and no temporary file behind.
+func TestPutOnlyCompleteContent(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f.txt")
+	if err := putAll(p, "the old content"); err != nil {
+		t.Fatal(err)
+	}
+	want := "the new content, all of it"
+	sum := sha256.Sum256([]byte(want))
+	for _, tc := range []struct {
+		name, input string
+		size        int64
+		err         string
+	}{
+		{"cut short", want[:10], int64(len(want)), "input ended after 10 of 26 bytes"},
+		{"empty input", "", int64(len(want)), "input ended after 0 of 26 bytes"},
+		{"too long", want + "x", int64(len(want)), "more input than the 26 bytes"},
+		{"other content", strings.ToUpper(want), int64(len(want)), "does not match its sha256"},
+	} {
+		err := put(p, strings.NewReader(tc.input), tc.size, sum[:])
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+		}
+		if b, _ := os.ReadFile(p); string(b) != "the old content" {
+			t.Errorf("%s: the target became %q", tc.name, b)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+			t.Errorf("%s: a temporary file was left behind: %v", tc.name, entries)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package docker
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,12 +55,16 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) (*gateway
 // WriteFile atomically replaces a file through `toolgate-client put` run
 // inside the sandbox as its user: parents created, the content written to a
 // temporary file beside the target, synced and renamed over it; an existing
-// file keeps its mode. No shell is involved, so any file name is safe.
+// file keeps its mode. The size and digest go first, in argv, so a stream
+// cut short (a gateway crash) leaves the old file, not a truncated one. No
+// shell is involved, so any file name is safe.
 func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte) error {
 	if err := checkAbs(p); err != nil {
 		return err
 	}
-	return s.argvIO(ctx, "write "+p, data, io.Discard, sandbox.ClientPath, "put", path.Clean(p))
+	sum := sha256.Sum256(data)
+	return s.argvIO(ctx, "write "+p, data, io.Discard, sandbox.ClientPath, "put", path.Clean(p),
+		strconv.Itoa(len(data)), hex.EncodeToString(sum[:]))
 }
 
 // argvIO runs a helper command and turns a failure into an error naming what.

@@ -1,0 +1,57 @@
+package docker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/sandbox"
+)
+
+// TestWriteCutShortLeavesFileUnchanged: a write whose stream ends early (a
+// gateway that died mid-write) or whose bytes do not match the digest sent
+// first leaves the old file and no temporary file, on the Engine path and
+// through the warm executor alike.
+func TestWriteCutShortLeavesFileUnchanged(t *testing.T) {
+	spec, sb := newAgent(t)
+	waitExecutor(t, sb)
+	ctx := context.Background()
+	if err := sb.WriteFile(ctx, "/workspace/f.txt", []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Repeat("new content ", 1000)
+	sum := sha256.Sum256([]byte(want))
+	argv := []string{sandbox.ClientPath, "put", "/workspace/f.txt", strconv.Itoa(len(want)), hex.EncodeToString(sum[:])}
+	paths := map[string]func(stdin []byte) (int, string, error){
+		"engine":   func(in []byte) (int, string, error) { return sb.runEngine(ctx, argv, in, nil, &capWriter{max: 4096}) },
+		"executor": func(in []byte) (int, string, error) { return sb.run(ctx, argv, in, nil) },
+	}
+	for name, run := range paths {
+		for _, tc := range []struct{ input, err string }{
+			{want[:100], "input ended after 100 of 12000 bytes"},
+			{strings.ToUpper(want), "does not match its sha256"},
+		} {
+			code, stderr, err := run([]byte(tc.input))
+			if err != nil || code == 0 || !strings.Contains(stderr, tc.err) {
+				t.Errorf("%s: exit %d, stderr %q, err %v; want a refusal %q", name, code, stderr, err, tc.err)
+			}
+			if b, _ := os.ReadFile(filepath.Join(spec.Workspace, "f.txt")); string(b) != "old" {
+				t.Errorf("%s: the file became %d bytes", name, len(b))
+			}
+			if entries, _ := os.ReadDir(spec.Workspace); len(entries) != 1 {
+				t.Errorf("%s: a temporary file was left behind: %v", name, entries)
+			}
+		}
+	}
+	if err := sb.WriteFile(ctx, "/workspace/f.txt", []byte(want)); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(spec.Workspace, "f.txt")); string(b) != want {
+		t.Fatalf("a whole write: %d bytes", len(b))
+	}
+}
