@@ -2,29 +2,38 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/adminapi"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/daemon"
+	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/hooks"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
 func newPolicyCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "policy", Short: "Test policy decisions"}
-	var agent, tool, args string
+	var agent, tool, args, kind string
 	var live bool
 	eval := &cobra.Command{
 		Use:   "eval --agent NAME --tool TOOL [--args JSON]",
 		Short: "Explain the decision a call would get: the deciding rule, why, and every rule's result",
 		Long: `Decide a call without running or recording it. By default the config file is read
 directly (so a change can be tested before it is loaded); --live asks the running daemon.`,
-		Example: `  toolgate policy eval --agent demo --tool exec --args '{"command":"rm -rf /"}'`,
-		Args:    cobra.NoArgs,
+		Example: `  toolgate policy eval --agent demo --tool exec --args '{"command":"rm -rf /"}'
+  toolgate policy eval --agent demo --kind hook --tool Bash --args '{"command":"rm -rf /"}'
+  toolgate policy eval --agent demo --kind egress --args '{"target":"pypi.org:443"}'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			call := &gateway.Call{Agent: agent, Tool: tool, Args: json.RawMessage(args), Via: "cli"}
+			call, err := evalCall(agent, gateway.Kind(kind), tool, json.RawMessage(args))
+			if err != nil {
+				return err
+			}
 			var x policy.Explanation
 			if live {
 				c, err := adminapi.Dial(g.home)
@@ -54,11 +63,98 @@ directly (so a change can be tested before it is loaded); --live asks the runnin
 		},
 	}
 	eval.Flags().StringVar(&agent, "agent", "", "agent name")
-	eval.Flags().StringVar(&tool, "tool", "", "tool name (read, write, patch, exec, or a plugin tool)")
+	eval.Flags().StringVar(&tool, "tool", "", "tool name (read, write, patch, exec, a plugin tool, or Claude Code's tool with --kind hook)")
+	eval.Flags().StringVar(&kind, "kind", "", "call kind: core_tool or tool (from --tool when omitted), hook (args are Claude Code's tool_input), egress (args {\"target\":\"host:port\"}), model")
 	eval.Flags().StringVar(&args, "args", "{}", "the call's arguments as a JSON object")
 	eval.Flags().BoolVar(&live, "live", false, "ask the running daemon instead of reading the config file")
 	_ = eval.MarkFlagRequired("agent")
-	_ = eval.MarkFlagRequired("tool")
-	cmd.AddCommand(eval)
+	cmd.AddCommand(eval, newPolicyTestCmd(g))
+	return cmd
+}
+
+// evalCall builds the call policy eval decides, as its door would: a hook's
+// args are Claude Code's tool_input, read by the hook's own mapping.
+func evalCall(agent string, kind gateway.Kind, tool string, args json.RawMessage) (*gateway.Call, error) {
+	switch {
+	case kind == gateway.KindEgress && tool == "":
+		tool = egress.ToolName
+	case tool == "":
+		return nil, errors.New("--tool is required (except with --kind egress)")
+	}
+	if kind != gateway.KindHook {
+		return &gateway.Call{Agent: agent, Kind: kind, Tool: tool, Args: args, Via: "cli"}, nil
+	}
+	call, err := hooks.ToCall(&hooks.Input{HookEventName: hooks.EventPreToolUse, ToolName: tool,
+		ToolInput: args, Cwd: sandbox.WorkspacePath}, sandbox.WorkspacePath)
+	if err != nil {
+		return nil, fmt.Errorf("hook call: %w", err)
+	}
+	call.Agent = agent // Via stays hook: the hook tool decides only calls of its door
+	return call, nil
+}
+
+func newPolicyTestCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "test",
+		Short: "Run every rule's examples; exit 1 when one fails",
+		Long: `Checks each rule's examples.match (calls the rule must match) and
+examples.not_match (calls it must not) in the config file. serve and config
+check refuse a config whose examples fail; this command lists them all.`,
+		Example: `  toolgate policy test
+  toolgate policy test --json | jq '.[] | select(.pass | not)'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(g.home, g.config)
+			if err != nil {
+				return err
+			}
+			res, err := policy.Test(cfg)
+			if err != nil {
+				return err
+			}
+			failed := 0
+			type row struct {
+				policy.ExampleResult
+				Pass bool `json:"pass"`
+			}
+			rows := make([]row, len(res))
+			for i, r := range res {
+				rows[i] = row{r, r.Pass()}
+				if !r.Pass() {
+					failed++
+				}
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(rows); err != nil {
+					return err
+				}
+			} else {
+				for _, r := range rows {
+					mark := "ok  "
+					if !r.Pass {
+						mark = "FAIL"
+					}
+					want := "match"
+					if !r.Want {
+						want = "not match"
+					}
+					fmt.Fprintf(out, "%s  %s: %s must %s %s\n", mark, r.Field, r.Rule, want, r.Example)
+					if r.Error != "" {
+						fmt.Fprintf(out, "      the rule errored: %s\n", r.Error)
+					}
+				}
+				fmt.Fprintf(out, "%d examples, %d passed, %d failed\n", len(rows), len(rows)-failed, failed)
+			}
+			if failed > 0 {
+				return exitCode(1)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
 	return cmd
 }

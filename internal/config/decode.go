@@ -59,7 +59,40 @@ func (d *decoder) set(path string) bool {
 	return n != nil && n.ShortTag() != "!!null" && !d.failed[path]
 }
 
-var durationType = reflect.TypeFor[time.Duration]()
+var (
+	durationType = reflect.TypeFor[time.Duration]()
+	exampleType  = reflect.TypeFor[Example]()
+)
+
+// example decodes a rule example: a plain string is an exec command; a
+// mapping is decoded strictly, its free-form args by yaml itself.
+func (d *decoder) example(n *yaml.Node, ex *Example, path string) {
+	ex.Line = n.Line
+	if n.Kind == yaml.ScalarNode {
+		ex.Command = n.Value
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "an example is a command string or a mapping (tool, kind, command, argv, path, host, port, args), got %s", describe(n))
+		return
+	}
+	var args *yaml.Node
+	rest := &yaml.Node{Kind: yaml.MappingNode, Line: n.Line}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "args" {
+			args = n.Content[i+1]
+			continue
+		}
+		rest.Content = append(rest.Content, n.Content[i], n.Content[i+1])
+	}
+	type plain Example // no example case: decode the fields as a struct
+	d.structure(rest, reflect.ValueOf((*plain)(ex)).Elem(), path)
+	if args != nil {
+		if args.Kind != yaml.MappingNode || args.Decode(&ex.Args) != nil {
+			d.errorf(args, path+".args", "expected a mapping of arguments, got %s", describe(args))
+		}
+	}
+}
 
 // decode fills v from n. size marks integer fields that also accept sizes
 // such as "64m" (struct tag `config:"size"`).
@@ -85,6 +118,8 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, size bool) 
 	}
 
 	switch {
+	case v.Type() == exampleType:
+		d.example(n, v.Addr().Interface().(*Example), path)
 	case v.Type() == durationType:
 		dur, err := time.ParseDuration(n.Value)
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" || err != nil {

@@ -106,12 +106,39 @@ type Rule struct {
 	Deny   string `yaml:"deny"`
 	Allow  string `yaml:"allow"`
 	Reason string `yaml:"reason"`
+	// Examples are calls the rule must and must not match: checked by
+	// `config check`, `serve` and `toolgate policy test`.
+	Examples *RuleExamples `yaml:"examples"`
 
 	// Line is where the rule starts in the file, for error messages (not in YAML).
 	Line int `yaml:"-"`
 	// ID names the rule in decisions and the audit log: Name when set, else
 	// its position, "rules[i]" or "defaults.rules[i]". Filled by Load (not in YAML).
 	ID string `yaml:"-"`
+}
+
+// RuleExamples are a rule's tests.
+type RuleExamples struct {
+	Match    []Example `yaml:"match"`
+	NotMatch []Example `yaml:"not_match"`
+}
+
+// Example is one call a rule is tested on. Written as a plain string it is
+// an exec command ("rm -rf /"); as a mapping it names the facts:
+// {tool: read, path: /etc/shadow}, {tool: git, argv: [push, --force]},
+// {kind: egress, host: example.com, port: 443}, {tool: Bash, kind: hook,
+// command: "rm -rf /"}, with args for anything else.
+type Example struct {
+	Tool    string         `yaml:"tool"`
+	Kind    string         `yaml:"kind"`
+	Command string         `yaml:"command"`
+	Argv    []string       `yaml:"argv"`
+	Path    string         `yaml:"path"`
+	Host    string         `yaml:"host"`
+	Port    int            `yaml:"port"`
+	Args    map[string]any `yaml:"args"`
+
+	Line int `yaml:"-"` // where it is written, for error messages
 }
 
 // Plugin declares a host-side tool handler.

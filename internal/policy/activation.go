@@ -8,6 +8,7 @@ import (
 	"github.com/google/cel-go/interpreter"
 
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/shellfacts"
 )
 
 // Variable slots of an activation, in the order of names.
@@ -21,6 +22,8 @@ const (
 	vArgv
 	vHost
 	vPort
+	vCommands
+	vParseError
 	nVars
 )
 
@@ -29,9 +32,10 @@ const (
 // never decodes its JSON. Activations are pooled: Decide allocates only the
 // values the rules actually read.
 type activation struct {
-	call *gateway.Call
-	kind gateway.Kind
-	vals [nVars]ref.Val
+	call  *gateway.Call
+	kind  gateway.Kind
+	vals  [nVars]ref.Val
+	facts *shellfacts.Facts // read once, for commands and parse_error
 }
 
 var activations = sync.Pool{New: func() any { return new(activation) }}
@@ -82,6 +86,10 @@ func slot(name string) int {
 		return vHost
 	case "port":
 		return vPort
+	case "commands":
+		return vCommands
+	case "parse_error":
+		return vParseError
 	}
 	return -1
 }
@@ -111,6 +119,67 @@ func (a *activation) value(i int) ref.Val {
 		return types.NewStringList(types.DefaultTypeAdapter, c.Argv)
 	case vHost:
 		return types.String(c.Host)
+	case vCommands:
+		return types.DefaultTypeAdapter.NativeToValue(commandValues(a.shellFacts().Commands))
+	case vParseError:
+		return types.String(a.shellFacts().ParseError)
 	}
 	return types.Int(c.Port)
+}
+
+func (a *activation) shellFacts() *shellfacts.Facts {
+	if a.facts == nil {
+		f := Facts(a.call, a.kind)
+		a.facts = &f
+	}
+	return a.facts
+}
+
+// Facts are the shell facts of a call: exec's command string (or argv),
+// Claude Code's Bash command, a plugin tool's argv under the tool's name.
+func Facts(call *gateway.Call, kind gateway.Kind) shellfacts.Facts {
+	switch {
+	case call.Command != "":
+		return shellfacts.FromScript(call.Command)
+	case len(call.Argv) == 0:
+		return shellfacts.Facts{}
+	case kind == gateway.KindTool:
+		return shellfacts.FromArgv(append([]string{call.Tool}, call.Argv...))
+	}
+	return shellfacts.FromArgv(call.Argv)
+}
+
+// commandValues is how a rule sees commands: a list of maps with the
+// fields documented in docs/policy.md.
+func commandValues(cs []shellfacts.Command) []any {
+	out := make([]any, len(cs))
+	for i, c := range cs {
+		redirects := make([]any, len(c.Redirects))
+		for j, r := range c.Redirects {
+			redirects[j] = map[string]any{"op": r.Op, "path": r.Path, "write": r.Write, "read": r.Read}
+		}
+		env := c.Env
+		if env == nil {
+			env = map[string]string{}
+		}
+		out[i] = map[string]any{
+			"name":      c.Name,
+			"path":      c.Path,
+			"args":      orEmpty(c.Args),
+			"flags":     orEmpty(c.Flags),
+			"env":       env,
+			"redirects": redirects,
+			"dynamic":   c.Dynamic,
+			"via":       orEmpty(c.Via),
+			"depth":     int64(c.Depth),
+		}
+	}
+	return out
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

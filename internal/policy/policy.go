@@ -55,15 +55,31 @@ func newEnv() (*cel.Env, error) {
 		cel.Variable("argv", cel.ListType(cel.StringType)),
 		cel.Variable("host", cel.StringType),
 		cel.Variable("port", cel.IntType),
+		// Shell facts (internal/shellfacts): every command a script or argv runs.
+		cel.Variable("commands", cel.ListType(cel.MapType(cel.StringType, cel.DynType))),
+		cel.Variable("parse_error", cel.StringType),
 		// JSON numbers in args are doubles; let `args.timeout > 60` work.
 		cel.CrossTypeNumericComparisons(true),
 		ext.Strings(),
 	)
 }
 
-// New compiles every agent's rules once. Bad or non-boolean expressions are
-// reported together as config.Errors, located at the rule's line.
+// New compiles every agent's rules once and runs their examples. Bad or
+// non-boolean expressions and failing examples are reported together as
+// config.Errors, located at the rule's (or example's) line.
 func New(cfg *config.Config) (*Engine, error) {
+	e, err := compile(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if errs := e.checkExamples(cfg); len(errs) > 0 {
+		errs.Sort()
+		return nil, errs
+	}
+	return e, nil
+}
+
+func compile(cfg *config.Config) (*Engine, error) {
 	env, err := newEnv()
 	if err != nil {
 		return nil, fmt.Errorf("policy: CEL environment: %w", err)
