@@ -78,6 +78,7 @@ type Writer struct {
 	buf, enc  bytes.Buffer
 	encoder   *json.Encoder
 
+	pos                       atomic.Pointer[Position]
 	entries, syncs, rotations atomic.Uint64
 }
 
@@ -121,12 +122,19 @@ func (w *Writer) resume() error {
 	if err != nil {
 		return err
 	}
+	w.setPosition(w.size, w.last)
 	if len(rotated) > 0 {
-		w.lastRot = rotationTime(rotated[len(rotated)-1])
+		newest := rotated[len(rotated)-1]
+		w.lastRot = rotationTime(newest)
 		if w.size == 0 { // crashed or rotated just before: chain on from the last file
-			if w.last, err = lastHashOf(rotated[len(rotated)-1]); err != nil {
+			if w.last, err = lastHashOf(newest); err != nil {
 				return err
 			}
+			fi, err := os.Stat(newest)
+			if err != nil {
+				return fmt.Errorf("audit: %w", err)
+			}
+			w.setPosition(fi.Size(), w.last)
 		}
 	}
 	if w.head, err = os.OpenFile(filepath.Join(w.dir, HeadFile), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
@@ -395,6 +403,7 @@ func (w *Writer) flush() error {
 	}
 	w.size += int64(n)
 	w.durable = w.last
+	w.setPosition(w.size, w.durable)
 	w.entries.Add(uint64(bytes.Count(w.buf.Bytes(), []byte{'\n'})))
 	w.syncs.Add(1)
 	w.buf.Reset()

@@ -58,6 +58,7 @@ type Daemon struct {
 	servers []*http.Server
 	lock    *os.File // HOME/serve.lock, held while serving
 	conns   connlimit.Budget
+	hooks   *hookserver.Server
 }
 
 // Run starts the gateway and serves until ctx ends or SIGTERM/SIGINT arrives.
@@ -140,11 +141,13 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	d.conns = connlimit.Plan(nofile)
 	d.sock = agentsock.New(d.gw, agentsock.Options{Logger: log, MaxConns: d.conns.PerAgent, Pool: connlimit.NewPool(d.conns.Agents)})
 	d.sock.Handle(egress.Pattern, egress.NewHandler(d.gw))
-	hs, err := hookserver.New(hookserver.Options{Gateway: d.gw, AuditDir: cfg.Gateway.Audit.Dir, Logger: log})
+	hs, err := hookserver.New(hookserver.Options{Gateway: d.gw, AuditDir: cfg.Gateway.Audit.Dir,
+		StatePath: filepath.Join(opts.Home, hookserver.StateFile), Position: aw.Position, Logger: log})
 	if err != nil {
 		d.close()
 		return nil, err
 	}
+	d.hooks = hs
 	hs.Mount(d.sock)
 	d.door = mcp.New(d.gw, mcp.Options{Home: opts.Home, Logger: log, Visible: mcp.VisibleFromConfig(d.config)})
 	d.sock.Handle("/mcp", d.door.Handler(mcp.AgentIdentity(func(r *http.Request) (string, bool) {
@@ -360,12 +363,20 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	if err := d.gw.Wait(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("calls still running at shutdown; their results are not recorded: %w", err))
 	}
-	errs = append(errs, d.audit.Close(), d.docker.Close(), d.lock.Close())
+	errs = append(errs, d.closeHooks(), d.audit.Close(), d.docker.Close(), d.lock.Close())
 	return errors.Join(errs...)
 }
 
 func (d *Daemon) close() error {
-	return errors.Join(d.closeEntryPoints(), d.audit.Close(), d.docker.Close())
+	return errors.Join(d.closeEntryPoints(), d.closeHooks(), d.audit.Close(), d.docker.Close())
+}
+
+// closeHooks saves the hook server's dedup state a last time.
+func (d *Daemon) closeHooks() error {
+	if d.hooks == nil {
+		return nil
+	}
+	return d.hooks.Close()
 }
 
 func (d *Daemon) closeEntryPoints() error {

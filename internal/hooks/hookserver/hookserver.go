@@ -42,9 +42,9 @@ const (
 	// DefaultRecent is how many recorded event ids are remembered for
 	// deduplication (per server, all agents).
 	DefaultRecent = 1 << 16
-	// DefaultDedupWindow is how far back New reads the audit log for ids
-	// recorded before a restart. A spooled event older than this that is
-	// delivered again may be recorded twice.
+	// DefaultDedupWindow is how long a recorded id is remembered across
+	// restarts. A spooled event older than this that is delivered again may
+	// be recorded twice.
 	DefaultDedupWindow = 7 * 24 * time.Hour
 )
 
@@ -58,8 +58,16 @@ type Options struct {
 	// Gateway records the gate's calls, the tap's reports and the
 	// transcripts' observations (Observe), bounding them like every entry.
 	Gateway *gateway.Gateway
-	// AuditDir is read at start for event ids already recorded ("" skips it).
-	AuditDir    string
+	// AuditDir is read at start for event ids already recorded ("" skips
+	// it): only the entries after the saved state's position, or, with no
+	// usable state, the DedupWindow's worth.
+	AuditDir string
+	// StatePath is where the dedup state is saved (HOME/hooks-seen.json in
+	// the daemon; "" saves none). Position is then required.
+	StatePath string
+	// Position is the audit log's durable end (audit.Writer.Position): the
+	// saved state is complete up to it.
+	Position    func() audit.Position
 	Logger      *slog.Logger
 	Recent      int           // default DefaultRecent
 	DedupWindow time.Duration // default DefaultDedupWindow
@@ -68,15 +76,18 @@ type Options struct {
 // Server serves the hook routes.
 type Server struct {
 	opts Options
-	seen *recent // per agent, the event ids of recorded tap events and observations
 
 	mu       sync.Mutex
+	seen     *recent                  // per agent, the event ids of recorded tap events and observations
 	inflight map[string]chan struct{} // ids being appended right now
+	dirty    bool                     // seen changed since the last save
+
+	stop, saved chan struct{} // the save loop's
 }
 
-// New returns a server that remembers the tap events and observations the
-// audit log at AuditDir already holds, so a redelivery after a restart is
-// still recognised.
+// New returns a server that remembers the tap events and observations
+// already recorded, so a redelivery after a restart is still recognised.
+// With a StatePath it saves what it remembers there until Close.
 func New(opts Options) (*Server, error) {
 	if opts.Gateway == nil {
 		return nil, errors.New("hookserver: Gateway is required")
@@ -91,21 +102,29 @@ func New(opts Options) (*Server, error) {
 		opts.DedupWindow = DefaultDedupWindow
 	}
 	s := &Server{opts: opts, seen: newRecent(opts.Recent), inflight: map[string]chan struct{}{}}
-	if opts.AuditDir != "" {
-		since := time.Now().Add(-opts.DedupWindow)
-		for _, typ := range []gateway.Kind{gateway.KindHook, gateway.KindObserved} {
-			err := audit.Query(opts.AuditDir, audit.Filter{Type: string(typ), Since: since}, func(e *gateway.Entry) error {
-				if id := recordedID(e); id != "" {
-					s.seen.add(e.Agent, id)
-				}
-				return nil
-			})
-			if err != nil {
-				return nil, fmt.Errorf("hookserver: reading recorded event ids: %w", err)
-			}
-		}
+	if opts.StatePath != "" && opts.Position == nil {
+		return nil, errors.New("hookserver: a StatePath needs the audit log's Position")
+	}
+	if err := s.loadSeen(); err != nil {
+		return nil, fmt.Errorf("hookserver: reading recorded event ids: %w", err)
+	}
+	if opts.StatePath != "" {
+		s.stop, s.saved = make(chan struct{}), make(chan struct{})
+		go s.saveLoop(s.stop, s.saved)
 	}
 	return s, nil
+}
+
+// Close stops the saving and saves the state a last time; call it once no
+// more hook requests are served.
+func (s *Server) Close() error {
+	if s.stop == nil {
+		return nil
+	}
+	close(s.stop)
+	<-s.saved
+	s.stop = nil
+	return s.save()
 }
 
 // recordedID is the dedup id of an entry this package wrote: a tap entry's
@@ -292,7 +311,8 @@ func (s *Server) record(agent, id string, o *gateway.Observation) (entryID strin
 	s.mu.Lock()
 	delete(s.inflight, k)
 	if err == nil {
-		s.seen.add(agent, id)
+		s.seen.add(agent, id, time.Now().Unix())
+		s.dirty = true
 	}
 	s.mu.Unlock()
 	close(ch)
@@ -355,49 +375,4 @@ func (s *Server) IngestStream(agent string, r io.Reader) (IngestAnswer, error) {
 		return nil
 	})
 	return ans, err
-}
-
-// recent remembers, per agent, the last n event ids recorded: kept apart,
-// so one agent's flood of events cannot push another's ids out and make
-// that agent's redeliveries count twice.
-type recent struct {
-	n      int
-	agents map[string]*idRing
-}
-
-// idRing is a set of the last n ids added.
-type idRing struct {
-	set  map[string]struct{}
-	ring []string
-	next int
-}
-
-func newRecent(n int) *recent { return &recent{n: n, agents: map[string]*idRing{}} }
-
-func (r *recent) has(agent, id string) bool {
-	ids := r.agents[agent]
-	if ids == nil {
-		return false
-	}
-	_, ok := ids.set[id]
-	return ok
-}
-
-func (r *recent) add(agent, id string) {
-	ids := r.agents[agent]
-	if ids == nil {
-		ids = &idRing{set: map[string]struct{}{}}
-		r.agents[agent] = ids
-	}
-	if _, ok := ids.set[id]; ok {
-		return
-	}
-	if len(ids.ring) < r.n {
-		ids.ring = append(ids.ring, id)
-	} else {
-		delete(ids.set, ids.ring[ids.next])
-		ids.ring[ids.next] = id
-		ids.next = (ids.next + 1) % r.n
-	}
-	ids.set[id] = struct{}{}
 }

@@ -1,0 +1,95 @@
+package audit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+)
+
+// Position is a point in the log: the end of the line whose hash is Hash, at
+// byte Offset of the file holding it. Rotation renames the file but keeps
+// its bytes, so a Position stays valid; a reader resumes after it without
+// reading what lies before. The zero Position is before the first line.
+type Position struct {
+	Offset int64  `json:"offset"`
+	Hash   string `json:"hash"`
+}
+
+// ErrPositionNotFound: no file of the log has the line a Position names
+// (the files were removed, or the position is from another log).
+var ErrPositionNotFound = errors.New("audit: position not found in the log")
+
+// Position returns the end of the last durable line: every entry whose
+// Append has returned lies at or before it.
+func (w *Writer) Position() Position { return *w.pos.Load() }
+
+func (w *Writer) setPosition(off int64, hash string) {
+	w.pos.Store(&Position{Offset: off, Hash: hash})
+}
+
+// ScanAfter calls fn for every entry after pos, oldest first. Finding pos
+// costs one small read per file, newest first.
+func ScanAfter(dir string, pos Position, fn func(*gateway.Entry) error) error {
+	files, err := allFiles(dir)
+	if err != nil {
+		return err
+	}
+	start, off := -1, int64(0)
+	if pos.Hash == "" && pos.Offset == 0 {
+		start = 0
+	} else {
+		want := []byte(hashKey + pos.Hash + "\"}\n")
+		for i := len(files) - 1; i >= 0 && start < 0; i-- {
+			found, err := endsWith(files[i], pos.Offset, want)
+			if err != nil {
+				return err
+			}
+			if found {
+				start, off = i, pos.Offset
+			}
+		}
+	}
+	if start < 0 {
+		return ErrPositionNotFound
+	}
+	all := &Filter{}
+	for _, path := range files[start:] {
+		f, err := os.Open(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("audit: %w", err)
+		}
+		_, err = scanFrom(f, off, all, fn)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		off = 0
+	}
+	return nil
+}
+
+// endsWith reports whether the bytes of path before offset end with want.
+func endsWith(path string, offset int64, want []byte) (bool, error) {
+	if offset < int64(len(want)) {
+		return false, nil
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("audit: %w", err)
+	}
+	defer f.Close()
+	got := make([]byte, len(want))
+	if n, _ := f.ReadAt(got, offset-int64(len(want))); n < len(got) {
+		return false, nil
+	}
+	return bytes.Equal(got, want), nil
+}
