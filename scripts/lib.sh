@@ -31,6 +31,18 @@ ensure_dockerd() {
   return 1
 }
 
+# ensure_claude_cli installs the real Claude Code CLI the hook tests run
+# (its native binary; npm only fetches it) and exports TOOLGATE_CLAUDE.
+ensure_claude_cli() {
+  local dir="${TOOLGATE_CLAUDE_DIR:-$HOME/.cache/toolgate-claude-code}"
+  local bin="$dir/node_modules/@anthropic-ai/claude-code-linux-x64/claude"
+  if [ ! -x "$bin" ]; then
+    mkdir -p "$dir"
+    npm install --prefix "$dir" --no-audit --no-fund @anthropic-ai/claude-code@2.1.328 >&2
+  fi
+  export TOOLGATE_CLAUDE="$bin"
+}
+
 # build puts toolgate and the static in-sandbox binaries (the client and
 # the lean launcher, which the daemon finds beside it) into bin/.
 build() {

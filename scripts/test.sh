@@ -9,7 +9,8 @@ ensure_packages docker.io busybox-static iproute2 git mmdebstrap
 # The agent images take their CLIs from npm (any Node.js install will do).
 command -v npm >/dev/null || ensure_packages npm
 ensure_dockerd
-export TOOLGATE_REQUIRE_DOCKER=1
+ensure_claude_cli
+export TOOLGATE_REQUIRE_DOCKER=1 TOOLGATE_REQUIRE_CLAUDE=1
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt needed: $unformatted" >&2; exit 1; fi
 go vet ./...

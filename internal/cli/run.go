@@ -19,7 +19,9 @@ recorded like any other). Refuses to start claude with --bare or --safe-mode:
 both skip the hooks that gate and record Claude Code's tools. When ARGV starts
 claude without --settings, the gate and the tap are added as inline settings
 (--settings '<json>'): on claude's command line, not in a file the agent could
-edit. Give your own --settings (see toolgate hooks settings --merge) to opt out.`,
+edit. Give your own --settings (see toolgate hooks settings --merge) to opt out.
+Inside a toolgate sandbox the gate is also in Claude Code's managed settings, which
+the agent cannot switch off and which make Claude Code ignore every other hook.`,
 		Example: `  toolgate run demo --timeout 30m -- claude -p "fix the tests"`,
 		Args:    cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -59,6 +59,28 @@ type matcherGroup struct {
 // existing JSON, or a document that disables all hooks, is an error and
 // nothing is produced.
 func MergeSettings(existing []byte, gate GateCommand) ([]byte, error) {
+	return mergeSettings(existing, gate, false)
+}
+
+// Where Claude Code reads its managed (policy) settings on Linux. No other
+// settings source can disable or override the hooks registered there.
+const (
+	ManagedSettingsDir  = "/etc/claude-code"
+	ManagedSettingsFile = "managed-settings.json"
+)
+
+// ManagedSettings is MergeSettings for the managed settings file, with
+// allowManagedHooksOnly set: measured with Claude Code 2.1.328, a hook from
+// any other source (the workspace's .claude/settings*.json, ~/.claude, a
+// --settings the agent passes) otherwise runs beside the gate and its
+// "allow" with updatedInput runs a command the gate never saw. A
+// disableAllHooks in those sources does not disable managed hooks, nor do
+// --bare and --safe-mode.
+func ManagedSettings(existing []byte, gate GateCommand) ([]byte, error) {
+	return mergeSettings(existing, gate, true)
+}
+
+func mergeSettings(existing []byte, gate GateCommand, managed bool) ([]byte, error) {
 	if !path.IsAbs(gate.Command) {
 		return nil, fmt.Errorf("gate command %q must be an absolute path", gate.Command)
 	}
@@ -106,6 +128,9 @@ func MergeSettings(existing []byte, gate GateCommand) ([]byte, error) {
 		hooks.set(reg.event, marshal(append(groups, marshal(reg.group))))
 	}
 	doc.set("hooks", hooks.marshal())
+	if managed {
+		doc.set("allowManagedHooksOnly", json.RawMessage("true"))
+	}
 
 	var compact, out bytes.Buffer
 	if err := json.Compact(&compact, doc.marshal()); err != nil {

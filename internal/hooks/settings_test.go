@@ -209,3 +209,33 @@ func TestMergeSettingsInvalid(t *testing.T) {
 		t.Fatal("relative command accepted")
 	}
 }
+
+// The managed document also turns off every hook that is not managed, even
+// when the existing managed file allowed them; the rest is MergeSettings'.
+func TestManagedSettings(t *testing.T) {
+	for _, existing := range []string{"", `{"allowManagedHooksOnly": false, "model": "opus"}`, userDoc} {
+		got, err := ManagedSettings([]byte(existing), gate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			AllowManagedHooksOnly *bool                        `json:"allowManagedHooksOnly"`
+			Hooks                 map[string][]json.RawMessage `json:"hooks"`
+		}
+		if err := json.Unmarshal(got, &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.AllowManagedHooksOnly == nil || !*doc.AllowManagedHooksOnly || len(doc.Hooks[EventPreToolUse]) == 0 {
+			t.Fatalf("existing %q:\n%s", existing, got)
+		}
+		if again, err := ManagedSettings(got, gate); err != nil || string(again) != string(got) {
+			t.Fatalf("not idempotent: %v\n%s", err, again)
+		}
+		if existing != "" && !strings.Contains(string(got), `"model": "opus"`) {
+			t.Fatalf("other settings lost:\n%s", got)
+		}
+	}
+	if _, err := ManagedSettings([]byte(`{"disableAllHooks": true}`), gate); !errors.Is(err, ErrInvalidSettings) {
+		t.Fatalf("disableAllHooks accepted: %v", err)
+	}
+}

@@ -96,6 +96,12 @@ func (s AgentSpec) ToolsBinDir() string {
 	return filepath.Join(filepath.Dir(filepath.Clean(s.Workspace)), "tools", "bin")
 }
 
+// ClaudeDir is the host directory mounted read-only over Claude Code's
+// managed settings directory (/etc/claude-code): a sibling of the workspace.
+func (s AgentSpec) ClaudeDir() string {
+	return filepath.Join(filepath.Dir(filepath.Clean(s.Workspace)), "claude-code")
+}
+
 // SocketDir is the host directory holding the agent's gateway socket,
 // mounted read-only at SocketDirPath: a sibling of the workspace.
 func (s AgentSpec) SocketDir() string {

@@ -3,6 +3,7 @@ package docker
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/toolgate/toolgate/internal/testenv/timing"
@@ -19,6 +20,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/hooks"
 	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
@@ -696,5 +698,46 @@ func TestBrokenOutputKillsTree(t *testing.T) {
 			}
 			assertNoSleep(t, sb)
 		})
+	}
+}
+
+// TestClaudeManagedSettingsMounted: every sandbox has Claude Code's managed
+// settings registering the gate, and the sandbox user can neither change,
+// replace nor add to them.
+func TestClaudeManagedSettingsMounted(t *testing.T) {
+	_, sb := newAgent(t)
+	file := hooks.ManagedSettingsDir + "/" + hooks.ManagedSettingsFile
+	r := mustRun(t, sb, "cat", file)
+	var doc struct {
+		AllowManagedHooksOnly bool                         `json:"allowManagedHooksOnly"`
+		Hooks                 map[string][]json.RawMessage `json:"hooks"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || !doc.AllowManagedHooksOnly ||
+		len(doc.Hooks[hooks.EventPreToolUse]) != 1 || !strings.Contains(r.stdout, sandbox.ClientPath) {
+		t.Fatalf("managed settings: %v\n%s", err, r.stdout)
+	}
+	for _, argv := range [][]string{
+		{"sh", "-c", `echo '{"disableAllHooks":true}' > ` + file},
+		{"rm", "-f", file},
+		{"mv", file, "/tmp/x"},
+		{"mkdir", hooks.ManagedSettingsDir + "/managed-settings.d"},
+		{"touch", hooks.ManagedSettingsDir + "/other.json"},
+	} {
+		if r := mustRun(t, sb, argv...); r.out.ExitCode == 0 {
+			t.Errorf("%q succeeded", argv)
+		}
+	}
+	if again := mustRun(t, sb, "cat", file); again.stdout != r.stdout {
+		t.Fatalf("managed settings changed:\n%s", again.stdout)
+	}
+	mounts := mustRun(t, sb, "cat", "/proc/mounts").stdout
+	var line string
+	for _, l := range strings.Split(mounts, "\n") {
+		if f := strings.Fields(l); len(f) > 3 && f[1] == hooks.ManagedSettingsDir {
+			line = l
+		}
+	}
+	if !strings.Contains(" "+strings.Fields(line + " x x x")[3]+",", " ro,") {
+		t.Fatalf("%s is not mounted read-only: %q", hooks.ManagedSettingsDir, line)
 	}
 }

@@ -5,6 +5,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -25,6 +26,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/hooks"
 	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
@@ -305,6 +307,11 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (
 			// The warm executor's socket: the sandbox's to write, so the
 			// host connects to it only through dialExecutor's checks.
 			{Type: mount.TypeBind, Source: spec.ExecDir(), Target: sandbox.ExecDirPath},
+			// Claude Code's managed settings registering the gate and the
+			// tap: the one settings source the agent cannot switch off.
+			// The whole directory, so the image's own (a disableAllHooks
+			// in managed-settings.d) is hidden.
+			{Type: mount.TypeBind, Source: spec.ClaudeDir(), Target: hooks.ManagedSettingsDir, ReadOnly: true},
 		},
 		Tmpfs: map[string]string{
 			"/tmp":         "rw,nosuid,nodev,size=64m,mode=1777",
@@ -324,6 +331,27 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (
 	return cfg, hc, nil
 }
 
+// writeManagedSettings writes the managed settings every sandbox mounts
+// (the gateway's; the sandbox user gets no write access to them).
+func writeManagedSettings(dir string) error {
+	doc, err := hooks.ManagedSettings(nil, hooks.GateCommand{Command: sandbox.ClientPath})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	p := filepath.Join(dir, hooks.ManagedSettingsFile)
+	if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, doc) {
+		return nil
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, doc, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
 // prepareHostDirs creates the workspace, the tools/bin directory with the
 // agent's launchers, the socket directory and the executor directory. As
 // root, a workspace we create (or find owned by root) is given to the
@@ -335,6 +363,9 @@ func prepareHostDirs(spec sandbox.AgentSpec, uid, gid int) error {
 	}
 	if err := os.MkdirAll(spec.SocketDir(), 0o755); err != nil {
 		return fmt.Errorf("socket directory: %w", err)
+	}
+	if err := writeManagedSettings(spec.ClaudeDir()); err != nil {
+		return fmt.Errorf("claude code managed settings: %w", err)
 	}
 	if err := os.MkdirAll(spec.ExecDir(), 0o700); err != nil {
 		return fmt.Errorf("executor directory: %w", err)
