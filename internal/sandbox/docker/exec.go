@@ -180,9 +180,13 @@ func (s *Sandbox) finish(ctx context.Context, execID string, copyErr error, time
 		res, err = s.m.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{})
 	}
 	if copyErr != nil || err != nil || res.Running || res.ExitCode >= 128 || res.ExitCode < 0 {
-		if s.stopping(ctx) {
+		stopped, eerr := s.stopping(ctx)
+		if stopped {
 			s.markStale()
 			return nil, fmt.Errorf("sandbox container for agent %s stopped during the call: %w", s.agent, errStopped)
+		}
+		if eerr != nil {
+			return nil, fmt.Errorf("exec in the sandbox of agent %s: %w", s.agent, eerr)
 		}
 	}
 	switch {
@@ -220,7 +224,8 @@ func (s *Sandbox) start(ctx context.Context, opts client.ExecCreateOptions) (str
 // revive brings back a container that is not running after an operation on
 // it failed. It reports whether the operation is worth retrying.
 func (s *Sandbox) revive(ctx context.Context) bool {
-	if ctx.Err() != nil || s.running(ctx) {
+	// Running, or an Engine that cannot say: nothing to bring back.
+	if running, err := s.running(ctx); ctx.Err() != nil || running || err != nil {
 		return false
 	}
 	_, spec := s.current()
@@ -234,22 +239,36 @@ func (s *Sandbox) revive(ctx context.Context) bool {
 // stopping tells whether the container stopped or is about to: when it is
 // killed, the Engine may report the exec's end a moment before the
 // container's, so this waits briefly for the container's exit. Only calls
-// that ended abnormally (killed by a signal) pay for it.
-func (s *Sandbox) stopping(ctx context.Context) bool {
+// that ended abnormally (killed by a signal) pay for it. An Engine that
+// cannot be asked is an error, not a stopped container: the sandbox may be
+// running and its warm executor answering.
+func (s *Sandbox) stopping(ctx context.Context) (bool, error) {
 	wctx, cancel := context.WithTimeout(ctx, stopWait)
 	defer cancel()
 	w := s.m.cli.ContainerWait(wctx, s.ContainerID(), client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
 	select {
 	case <-w.Result:
-		return true
+		return true, nil
 	case <-w.Error:
-		return !s.running(ctx)
+		running, err := s.running(ctx)
+		return !running && err == nil, err
 	}
 }
 
-func (s *Sandbox) running(ctx context.Context) bool {
-	res, err := s.m.cli.ContainerInspect(ctx, s.ContainerID(), client.ContainerInspectOptions{})
-	return err == nil && res.Container.State != nil && res.Container.State.Running
+// running asks the Engine whether the container runs. The error is an
+// Engine that cannot be reached or does not answer in time (errEngine);
+// any answer from it (no such container included) is not an error.
+func (s *Sandbox) running(ctx context.Context) (bool, error) {
+	ictx, cancel := context.WithTimeout(ctx, engineWait)
+	defer cancel()
+	res, err := s.m.cli.ContainerInspect(ictx, s.ContainerID(), client.ContainerInspectOptions{})
+	if err != nil {
+		if ctx.Err() == nil && (client.IsErrConnectionFailed(err) || ictx.Err() != nil) {
+			return false, s.m.unreachable(err)
+		}
+		return false, nil
+	}
+	return res.Container.State != nil && res.Container.State.Running, nil
 }
 
 // killCall ends a call's process group through a second exec. It runs even
@@ -257,7 +276,7 @@ func (s *Sandbox) running(ctx context.Context) bool {
 func (s *Sandbox) killCall(ctx context.Context, callID string) {
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
 	defer cancel()
-	if !s.running(kctx) {
+	if running, err := s.running(kctx); !running && err == nil {
 		return // nothing left to kill; do not bring the sandbox back for it
 	}
 	_, _, _ = s.run(kctx, sandbox.KillArgv(callID), nil, nil)

@@ -130,9 +130,14 @@ func (s *Sandbox) viaExecutor(ctx context.Context, req *sandbox.ExecRequest, std
 		}
 		_, _ = fmt.Fprintf(stderr, "toolgate: command did not end %s after its timeout; killed\n", killGrace)
 		return &gateway.ExecOutcome{ExitCode: 124, TimedOut: true}, nil
-	case s.stopping(ctx):
+	}
+	stopped, eerr := s.stopping(ctx)
+	if stopped {
 		s.markStale()
 		return nil, fmt.Errorf("sandbox container for agent %s stopped during the call: %w", s.agent, errStopped)
+	}
+	if eerr != nil {
+		return nil, fmt.Errorf("exec: connection to the sandbox executor lost (%v), and %w", err, eerr)
 	}
 	return nil, fmt.Errorf("exec: connection to the sandbox executor lost: %w", err)
 }

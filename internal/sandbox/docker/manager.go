@@ -264,6 +264,9 @@ func (m *Manager) ensure(ctx context.Context, spec sandbox.AgentSpec) (string, e
 func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (*container.Config, *container.HostConfig, error) {
 	img, err := m.cli.ImageInspect(ctx, spec.Image)
 	if err != nil {
+		if client.IsErrConnectionFailed(err) {
+			return nil, nil, m.unreachable(err)
+		}
 		return nil, nil, fmt.Errorf("image %s: %w (the default image is built by `toolgate sandbox image`)", spec.Image, err)
 	}
 	clientSum, err := fileSHA256(spec.ClientBinary)
@@ -477,3 +480,15 @@ func (m *Manager) Remove(ctx context.Context, agent string) error {
 
 // errStopped is wrapped by errors about a container that died mid-call.
 var errStopped = errors.New("sandbox container stopped")
+
+// errEngine is wrapped by errors about an Engine that could not be asked.
+// It says nothing about the container, which is left as it is (not marked
+// for recreation): its warm executor may answer still.
+var errEngine = errors.New("the Docker Engine is unreachable")
+
+// engineWait bounds a question to the Engine about a container's state.
+const engineWait = 5 * time.Second
+
+func (m *Manager) unreachable(err error) error {
+	return fmt.Errorf("%w at %s (the sandbox itself may be running): %v", errEngine, m.cli.DaemonHost(), err)
+}
