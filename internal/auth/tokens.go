@@ -2,9 +2,8 @@
 // stored only as hashes, checked in constant time, each with one scope.
 //
 // The token file is shared between the daemon and the CLI (`toolgate token
-// create/revoke` edit it directly). Every change is a read-modify-write under
-// an flock on a sibling lock file, and the daemon re-reads the file whenever
-// it changed on disk, so a revocation takes effect on the next request.
+// create/revoke` edit it directly) as a lockedfile: the daemon re-reads it
+// whenever it changed on disk, so a revocation takes effect on the next request.
 package auth
 
 import (
@@ -16,11 +15,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/lockedfile"
 )
 
 // Scope says what a token may reach. Scopes are not ordered: a route names
@@ -71,10 +71,8 @@ var ErrNotFound = errors.New("no such token")
 
 // Store is a file of hashed tokens (0600).
 type Store struct {
-	path string
-	mu   sync.Mutex
-	toks []*Token
-	stat os.FileInfo // of the file last loaded; nil when it was absent
+	file *lockedfile.File[[]*Token]
+	mu   sync.Mutex // guards used and flushed
 	// used holds last-used times not yet written back, by token id.
 	used    map[string]time.Time
 	flushed time.Time
@@ -82,61 +80,11 @@ type Store struct {
 
 // OpenStore loads the token file, or starts an empty store when it is absent.
 func OpenStore(path string) (*Store, error) {
-	s := &Store{path: path, used: map[string]time.Time{}}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.loadLocked(); err != nil {
+	f, err := lockedfile.Open(path, parseTokens)
+	if err != nil {
 		return nil, err
 	}
-	return s, nil
-}
-
-// loadLocked reads the file when it changed since the last load (or was never
-// loaded): a stat per request is the price of CLI edits taking effect at once.
-func (s *Store) loadLocked() error {
-	fi, err := os.Stat(s.path)
-	if errors.Is(err, os.ErrNotExist) {
-		s.toks, s.stat = nil, nil
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if s.stat != nil && os.SameFile(fi, s.stat) && fi.ModTime().Equal(s.stat.ModTime()) && fi.Size() == s.stat.Size() {
-		return nil
-	}
-	b, err := os.ReadFile(s.path)
-	if err != nil {
-		return err
-	}
-	toks, err := parseTokens(b)
-	if err != nil {
-		return fmt.Errorf("%s: %w", s.path, err)
-	}
-	s.toks, s.stat = toks, fi
-	return nil
-}
-
-// mutate applies change to the tokens as they are on disk now, under the
-// file lock, and writes the result: two processes editing the file never
-// lose each other's changes.
-func (s *Store) mutate(change func(toks []*Token) ([]*Token, error)) error {
-	err := EditFile(s.path, func(old []byte) ([]byte, error) {
-		toks, err := parseTokens(old)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s.path, err)
-		}
-		if toks, err = change(toks); err != nil {
-			return nil, err
-		}
-		b, err := json.MarshalIndent(toks, "", "  ")
-		return append(b, '\n'), err
-	})
-	if err != nil {
-		return err
-	}
-	s.stat = nil
-	return s.loadLocked()
+	return &Store{file: f, used: map[string]time.Time{}}, nil
 }
 
 func parseTokens(b []byte) ([]*Token, error) {
@@ -174,9 +122,7 @@ func (s *Store) Create(scope Scope, agent string, ttl time.Duration) (secret str
 		exp := now.Add(ttl)
 		tok.Expires = &exp
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	err = s.mutate(func(toks []*Token) ([]*Token, error) { return append(toks, tok), nil })
+	err = s.file.Edit(func(toks []*Token) ([]*Token, error) { return append(toks, tok), nil })
 	if err != nil {
 		return "", nil, err
 	}
@@ -185,19 +131,24 @@ func (s *Store) Create(scope Scope, agent string, ttl time.Duration) (secret str
 
 // List returns the stored tokens (hashes blanked), oldest first.
 func (s *Store) List() ([]Token, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.loadLocked(); err != nil {
+	var out []Token
+	err := s.file.Read(func(toks []*Token) {
+		out = make([]Token, 0, len(toks))
+		for _, t := range toks {
+			c := *t
+			c.Hash = ""
+			out = append(out, c)
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
-	out := make([]Token, 0, len(s.toks))
-	for _, t := range s.toks {
-		c := *t
-		c.Hash = ""
-		if u, ok := s.used[t.ID]; ok && (c.LastUsed == nil || u.After(*c.LastUsed)) {
-			c.LastUsed = &u
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range out {
+		if u, ok := s.used[out[i].ID]; ok && (out[i].LastUsed == nil || u.After(*out[i].LastUsed)) {
+			out[i].LastUsed = &u
 		}
-		out = append(out, c)
 	}
 	return out, nil
 }
@@ -205,9 +156,7 @@ func (s *Store) List() ([]Token, error) {
 // Revoke deletes the token with the given id; the next request carrying it
 // is refused, in this process and in a daemon sharing the file.
 func (s *Store) Revoke(id string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mutate(func(toks []*Token) ([]*Token, error) {
+	return s.file.Edit(func(toks []*Token) ([]*Token, error) {
 		i := slices.IndexFunc(toks, func(t *Token) bool { return t.ID == id })
 		if i < 0 {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
@@ -233,27 +182,25 @@ func (s *Store) Lookup(secret string) (*Token, error) {
 	}
 	h := hashToken(secret)
 	now := time.Now().UTC()
+	var found *Token
+	err := s.file.Read(func(toks []*Token) {
+		for _, t := range toks {
+			if subtle.ConstantTimeCompare([]byte(t.Hash), []byte(h)) == 1 {
+				c := *t
+				found = &c
+			}
+		}
+	})
+	if err != nil || found == nil || found.Expired(now) {
+		return nil, ErrUnauthorized // an unreadable file grants nothing
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.loadLocked(); err != nil {
-		// An unreadable file grants nothing.
-		return nil, ErrUnauthorized
-	}
-	var found *Token
-	for _, t := range s.toks {
-		if subtle.ConstantTimeCompare([]byte(t.Hash), []byte(h)) == 1 {
-			found = t
-		}
-	}
-	if found == nil || found.Expired(now) {
-		return nil, ErrUnauthorized
-	}
 	s.used[found.ID] = now
 	if now.Sub(s.flushed) >= usedFlushEvery {
 		s.flushUsedLocked(now)
 	}
-	c := *found
-	return &c, nil
+	return found, nil
 }
 
 // flushUsedLocked writes pending last-used times back. A failure only costs
@@ -262,7 +209,7 @@ func (s *Store) flushUsedLocked(now time.Time) {
 	s.flushed = now
 	used := s.used
 	s.used = map[string]time.Time{}
-	_ = s.mutate(func(toks []*Token) ([]*Token, error) {
+	_ = s.file.Edit(func(toks []*Token) ([]*Token, error) {
 		for _, t := range toks {
 			if u, ok := used[t.ID]; ok && (t.LastUsed == nil || u.After(*t.LastUsed)) {
 				t.LastUsed = &u

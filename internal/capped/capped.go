@@ -3,6 +3,7 @@
 package capped
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"sync"
@@ -65,4 +66,52 @@ func (c *Writer) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
+}
+
+// Streams caps a call's stdout and stderr at limit bytes each. Given both
+// of the caller's streams it writes through to them — which may be one
+// writer, so the two share a mutex; given fewer, it keeps both in memory for
+// the call's result, so the output lands whole in one place and is never
+// split between a stream and the result.
+type Streams struct {
+	Stdout, Stderr *Writer
+	outBuf, errBuf *bytes.Buffer // nil when writing through
+}
+
+// NewStreams caps stdout and stderr (either nil: both kept in memory).
+func NewStreams(stdout, stderr io.Writer, limit int64) *Streams {
+	s := &Streams{}
+	if stdout == nil || stderr == nil {
+		s.outBuf, s.errBuf = new(bytes.Buffer), new(bytes.Buffer)
+		stdout, stderr = s.outBuf, s.errBuf
+	}
+	mu := new(sync.Mutex)
+	s.Stdout, s.Stderr = NewWriter(stdout, limit, mu), NewWriter(stderr, limit, mu)
+	return s
+}
+
+// Finish ends each stream that was cut with the marker.
+func (s *Streams) Finish() {
+	s.Stdout.Finish()
+	s.Stderr.Finish()
+}
+
+// Truncated reports whether either stream was cut.
+func (s *Streams) Truncated() bool { return s.Stdout.Dropped() > 0 || s.Stderr.Dropped() > 0 }
+
+// Err is the first failure of the caller's streams, nil while they work.
+func (s *Streams) Err() error {
+	if err := s.Stdout.Err(); err != nil {
+		return err
+	}
+	return s.Stderr.Err()
+}
+
+// Kept returns the output kept in memory; ok is false when it was written
+// through to the caller's streams instead.
+func (s *Streams) Kept() (stdout, stderr string, ok bool) {
+	if s.outBuf == nil {
+		return "", "", false
+	}
+	return s.outBuf.String(), s.errBuf.String(), true
 }

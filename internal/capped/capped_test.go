@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 )
 
@@ -49,5 +50,56 @@ func TestWriterSinkFails(t *testing.T) {
 	w.Finish()
 	if w.Err() == nil || w.Dropped() != 0 {
 		t.Fatalf("Err = %v, Dropped = %d", w.Err(), w.Dropped())
+	}
+}
+
+// A call's two streams go through to the caller only when it gave both
+// (one writer for both is fine); otherwise both are kept for the result.
+func TestStreams(t *testing.T) {
+	var one bytes.Buffer
+	cases := []struct {
+		name             string
+		stdout, stderr   *bytes.Buffer
+		kept             bool
+		wantOut, wantErr string
+	}{
+		{"both given", new(bytes.Buffer), new(bytes.Buffer), false, "abcd" + fmt.Sprintf(Marker, 2), "xy"},
+		{"one writer for both", &one, &one, false, "", ""},
+		{"only stdout given", new(bytes.Buffer), nil, true, "abcd" + fmt.Sprintf(Marker, 2), "xy"},
+		{"none given", nil, nil, true, "abcd" + fmt.Sprintf(Marker, 2), "xy"},
+	}
+	for _, c := range cases {
+		var so, se io.Writer
+		if c.stdout != nil {
+			so = c.stdout
+		}
+		if c.stderr != nil {
+			se = c.stderr
+		}
+		s := NewStreams(so, se, 4)
+		s.Stdout.Write([]byte("abcdef"))
+		s.Stderr.Write([]byte("xy"))
+		s.Finish()
+		out, errOut, kept := s.Kept()
+		if kept != c.kept || !s.Truncated() || s.Err() != nil {
+			t.Fatalf("%s: kept %v, truncated %v, err %v", c.name, kept, s.Truncated(), s.Err())
+		}
+		if !kept && c.stdout != &one {
+			out, errOut = c.stdout.String(), c.stderr.String()
+		}
+		if c.stdout == &one {
+			out, errOut, c.wantOut, c.wantErr = one.String(), "", "abcdxy"+fmt.Sprintf(Marker, 2), ""
+		}
+		if out != c.wantOut || errOut != c.wantErr {
+			t.Errorf("%s: stdout %q stderr %q, want %q %q", c.name, out, errOut, c.wantOut, c.wantErr)
+		}
+		if kept && c.stdout != nil && c.stdout.Len() != 0 {
+			t.Errorf("%s: wrote %q to a stream while keeping the output", c.name, c.stdout)
+		}
+	}
+	s := NewStreams(failing{}, failing{}, 4)
+	s.Stderr.Write([]byte("x"))
+	if s.Err() == nil {
+		t.Fatal("a failing stream is not reported")
 	}
 }

@@ -19,7 +19,7 @@ func newConfigCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := daemon.Build(cfg); err != nil {
+			if _, err := daemon.Build(cfg, nil); err != nil {
 				return err
 			}
 			fmt.Printf("%s: ok (%d agents, %d plugins)\n", cfg.Path, len(cfg.Agents), len(cfg.Plugins))

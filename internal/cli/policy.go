@@ -52,7 +52,7 @@ directly (so a change can be tested before it is loaded); --live asks the runnin
 				if err != nil {
 					return err
 				}
-				built, err := daemon.Build(cfg)
+				built, err := daemon.Build(cfg, nil)
 				if err != nil {
 					return err
 				}

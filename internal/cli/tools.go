@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/config"
-	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/plugin"
 	"github.com/toolgate/toolgate/internal/secrets"
+	"github.com/toolgate/toolgate/internal/upstream"
 )
 
 func newToolsCmd(g *globals) *cobra.Command {
@@ -22,7 +22,7 @@ func newToolsCmd(g *globals) *cobra.Command {
 		Long: `An upstream MCP server's tools (plugins of kind mcp) are offered only with an approved
 definition (name, description, input schema), pinned by hash in HOME/pins.json. A tool whose
 definition changes upstream is withheld until it is approved again.`}
-	pinsPath := func() string { return filepath.Join(g.home, mcp.PinsFile) }
+	pinsPath := func() string { return filepath.Join(g.home, upstream.PinsFile) }
 
 	var timeout time.Duration
 	list := &cobra.Command{
@@ -38,7 +38,7 @@ definition changes upstream is withheld until it is approved again.`}
 			if err != nil {
 				return err
 			}
-			pins, err := mcp.OpenPins(pinsPath())
+			pins, err := upstream.OpenPins(pinsPath())
 			if err != nil {
 				return err
 			}
@@ -47,13 +47,13 @@ definition changes upstream is withheld until it is approved again.`}
 			var failed []string
 			for _, name := range slices.Sorted(func(yield func(string) bool) {
 				for n, p := range cfg.Plugins {
-					if p.Kind == mcp.UpstreamKind && !yield(n) {
+					if p.Kind == upstream.Kind && !yield(n) {
 						return
 					}
 				}
 			}) {
 				ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-				st, err := mcp.Inspect(ctx, name, cfg.Plugins[name], plugin.Env{Secrets: store}, pins)
+				st, err := upstream.Inspect(ctx, name, cfg.Plugins[name], plugin.Env{Secrets: store}, pins)
 				cancel()
 				if err != nil {
 					fmt.Fprintf(tw, "%s.*\tunreachable\t%s\n", name, oneLine(err.Error()))
@@ -81,7 +81,7 @@ definition changes upstream is withheld until it is approved again.`}
 		Example: "  toolgate tools approve github.create_issue\n  toolgate tools approve 'github.*'",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, names []string) error {
-			pins, err := mcp.OpenPins(pinsPath())
+			pins, err := upstream.OpenPins(pinsPath())
 			if err != nil {
 				return err
 			}

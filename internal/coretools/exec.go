@@ -1,16 +1,15 @@
 package coretools
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/toolgate/toolgate/internal/capped"
+	"io"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/capped"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
@@ -157,18 +156,12 @@ func (t *Exec) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 	for k, v := range a.Env {
 		spec.Env = append(spec.Env, k+"="+v)
 	}
-	limit := t.limitsOf(call.Agent).MaxOutput
-	var stdout, stderr *capped.Writer
-	var outBuf, errBuf bytes.Buffer
-	if env.IO != nil && env.IO.Stdout != nil && env.IO.Stderr != nil {
-		mu := new(sync.Mutex) // the caller may hand us one writer for both streams
-		stdout = capped.NewWriter(env.IO.Stdout, limit, mu)
-		stderr = capped.NewWriter(env.IO.Stderr, limit, mu)
-	} else {
-		stdout = capped.NewWriter(&outBuf, limit, new(sync.Mutex))
-		stderr = capped.NewWriter(&errBuf, limit, new(sync.Mutex))
+	var callerOut, callerErr io.Writer
+	if env.IO != nil {
+		callerOut, callerErr = env.IO.Stdout, env.IO.Stderr
 	}
-	spec.Stdout, spec.Stderr = stdout, stderr
+	streams := capped.NewStreams(callerOut, callerErr, t.limitsOf(call.Agent).MaxOutput)
+	spec.Stdout, spec.Stderr = streams.Stdout, streams.Stderr
 	switch {
 	case a.Stdin != nil:
 		spec.Stdin = strings.NewReader(*a.Stdin)
@@ -179,25 +172,22 @@ func (t *Exec) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
-	stdout.Finish()
-	stderr.Finish()
+	streams.Finish()
+	stdout, stderr, _ := streams.Kept()
 	out := &ExecOutput{
 		ExitCode:  oc.ExitCode,
-		Stdout:    outBuf.String(),
-		Stderr:    errBuf.String(),
+		Stdout:    stdout,
+		Stderr:    stderr,
 		TimedOut:  oc.TimedOut,
-		Truncated: stdout.Dropped() > 0 || stderr.Dropped() > 0,
+		Truncated: streams.Truncated(),
 	}
 	res := &gateway.Result{ExitCode: &out.ExitCode, Output: out}
 	var problems []string
 	if oc.TimedOut {
 		problems = append(problems, fmt.Sprintf("timed out after %s", timeout))
 	}
-	for _, w := range []*capped.Writer{stdout, stderr} {
-		if err := w.Err(); err != nil {
-			problems = append(problems, fmt.Sprintf("output stream failed: %v", err))
-			break
-		}
+	if err := streams.Err(); err != nil {
+		problems = append(problems, fmt.Sprintf("output stream failed: %v", err))
 	}
 	res.Error = strings.Join(problems, "; ")
 	return res, nil

@@ -98,7 +98,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	built, err := Build(c)
+	built, err := Build(c, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

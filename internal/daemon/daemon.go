@@ -31,6 +31,7 @@ import (
 	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
+	"github.com/toolgate/toolgate/internal/upstream"
 )
 
 // Options locate the daemon's configuration.
@@ -59,6 +60,10 @@ type Daemon struct {
 	lock    *os.File // HOME/serve.lock, held while serving
 	conns   connlimit.Budget
 	hooks   *hookserver.Server
+
+	// upstreams are the upstream MCP servers' connections: they outlive a
+	// reload and end with the daemon.
+	upstreams *upstream.Pool
 }
 
 // Run starts the gateway and serves until ctx ends or SIGTERM/SIGINT arrives.
@@ -107,7 +112,11 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	built, err := Build(cfg)
+	ups, err := OpenUpstreams(cfg.Home)
+	if err != nil {
+		return nil, err
+	}
+	built, err := Build(cfg, ups)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +137,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		mgr.Close()
 		return nil, fmt.Errorf("opening the audit log: %w", err)
 	}
-	d := &Daemon{opts: opts, log: log, audit: aw, docker: mgr, client: client, built: built, lock: lock}
+	d := &Daemon{opts: opts, log: log, audit: aw, docker: mgr, client: client, built: built, lock: lock, upstreams: ups}
 	d.bounder = audit.NewBounder(cfg.Gateway.Audit.MaxArgBytes)
 	d.bounder.AddSecrets(built.Secrets.Values()...)
 	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: mgr, BoundArgs: d.bounder.Bound, Logger: log, AsyncResults: true}, built.Snapshot)
@@ -149,7 +158,8 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	}
 	d.hooks = hs
 	hs.Mount(d.sock)
-	d.door = mcp.New(d.gw, mcp.Options{Home: opts.Home, Logger: log, Visible: mcp.VisibleFromConfig(d.config)})
+	d.door = mcp.New(d.gw, mcp.Options{Home: opts.Home, Logger: log, Visible: mcp.VisibleFromConfig(d.config),
+		Generation: ups.Pins().Generation})
 	d.sock.Handle("/mcp", d.door.Handler(mcp.AgentIdentity(func(r *http.Request) (string, bool) {
 		agent := agentsock.Agent(r.Context())
 		return agent, agent != ""
@@ -211,7 +221,7 @@ func (d *Daemon) Reload(ctx context.Context) error {
 	cfg, err := config.Load(d.opts.Home, d.opts.ConfigPath)
 	if err == nil {
 		var built *Built
-		if built, err = Build(cfg); err == nil {
+		if built, err = Build(cfg, d.upstreams); err == nil {
 			return d.swap(ctx, built)
 		}
 	}
@@ -232,7 +242,7 @@ func (d *Daemon) swap(ctx context.Context, built *Built) error {
 		old.Config.Gateway.ClientBinary != cfg.Gateway.ClientBinary {
 		d.log.Warn("gateway.listen, gateway.audit and gateway.clientBinary take effect only when toolgate serve restarts")
 	}
-	mcp.PruneUpstreams(cfg)
+	d.upstreams.Prune(cfg)
 	errs := []error{d.ensureSandboxes(ctx, built)}
 	// An agent taken out of the config loses its sandbox (its workspace stays
 	// on the host): nothing of it should keep running unaccounted for.
@@ -384,7 +394,7 @@ func (d *Daemon) closeEntryPoints() error {
 	if d.door != nil {
 		errs = append(errs, d.door.Close())
 	}
-	mcp.PruneUpstreams(nil)
+	d.upstreams.Close()
 	if d.sock != nil {
 		errs = append(errs, d.sock.Close())
 	}

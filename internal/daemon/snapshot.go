@@ -10,11 +10,12 @@ import (
 	"github.com/toolgate/toolgate/internal/coretools"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
-	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/plugin"
+	_ "github.com/toolgate/toolgate/internal/plugin/kinds" // every plugin kind
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/secrets"
+	"github.com/toolgate/toolgate/internal/upstream"
 )
 
 // Built is everything derived from one configuration: what the gateway runs
@@ -27,7 +28,10 @@ type Built struct {
 }
 
 // Build derives the gateway snapshot and sandbox specs from a configuration.
-func Build(cfg *config.Config) (*Built, error) {
+// Upstream MCP servers' tools are built on ups, the daemon's pool; nil (a
+// check by the CLI) builds them on a pool of their own that is never
+// connected.
+func Build(cfg *config.Config, ups *upstream.Pool) (*Built, error) {
 	eng, err := policy.New(cfg)
 	if err != nil {
 		return nil, err
@@ -53,11 +57,15 @@ func Build(cfg *config.Config) (*Built, error) {
 	for _, t := range coretools.New(limits) {
 		b.Snapshot.Tools[t.Name()] = t
 	}
-	mcp.SetPinsFile(filepath.Join(cfg.Home, mcp.PinsFile)) // upstream tools are built from their approved pins
+	if ups == nil {
+		if ups, err = OpenUpstreams(cfg.Home); err != nil {
+			return nil, err
+		}
+	}
 	if b.Secrets, err = secrets.Load(cfg.Home, cfg.Secrets); err != nil {
 		return nil, err
 	}
-	plugins, err := plugin.Build(cfg, plugin.Env{Secrets: b.Secrets})
+	plugins, err := plugin.Build(cfg, plugin.Env{Secrets: b.Secrets, Shared: map[string]any{upstream.Kind: ups}})
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +73,16 @@ func Build(cfg *config.Config) (*Built, error) {
 		b.Snapshot.Tools[name] = t
 	}
 	return b, nil
+}
+
+// OpenUpstreams is the pool of upstream MCP server connections, checked
+// against the pins in HOME/pins.json.
+func OpenUpstreams(home string) (*upstream.Pool, error) {
+	pins, err := upstream.OpenPins(filepath.Join(home, upstream.PinsFile))
+	if err != nil {
+		return nil, fmt.Errorf("pins: %w", err)
+	}
+	return upstream.NewPool(pins), nil
 }
 
 // Specs are the sandboxes the configuration wants, each with the client binary mounted.

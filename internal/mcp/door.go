@@ -1,8 +1,7 @@
 // Package mcp is the gateway's MCP front door (streamable HTTP, official Go
-// SDK): an agent's tools — its enabled core tools and allowed plugin tools —
-// as MCP tools, every call through gateway.Handle with Via "mcp"; skills as
-// MCP resources; and upstream MCP servers re-exposed as plugin tools with
-// pinned definitions.
+// SDK): an agent's tools — its enabled core tools and allowed plugin tools,
+// upstream MCP servers' among them — as MCP tools, every call through
+// gateway.Handle with Via "mcp"; and skills as MCP resources.
 //
 // The door does not authenticate. The mount point says who is calling
 // (IdentifyFunc): on the host listener that is the bearer token auth.Require
@@ -109,6 +108,10 @@ type Options struct {
 	PollEvery time.Duration
 	// SessionTimeout closes sessions idle this long.
 	SessionTimeout time.Duration
+	// Generation moves whenever a tool may have been withheld or released
+	// (the upstream pin store's), so the next request re-checks at once;
+	// nil leaves that to the poll.
+	Generation func() uint64
 }
 
 // Door serves MCP for any number of identities. Each identity gets its own
@@ -135,7 +138,7 @@ type identityDoor struct {
 
 	mu    sync.Mutex
 	snap  *gateway.Snapshot       // tools last synced from
-	gen   uint64                  // pinsGen when last synced
+	gen   uint64                  // Options.Generation when last synced
 	tools map[string]string       // name → definition digest, as registered
 	res   map[string]*skillRecord // uri → skill, as registered
 }
@@ -446,7 +449,10 @@ type Withholder interface{ Withheld() error }
 func (d *Door) syncTools(idd *identityDoor, snap *gateway.Snapshot, force bool) {
 	idd.mu.Lock()
 	defer idd.mu.Unlock()
-	gen := pinsGen.Load()
+	var gen uint64
+	if d.opts.Generation != nil {
+		gen = d.opts.Generation()
+	}
 	if idd.snap == snap && idd.gen == gen && !force {
 		return
 	}

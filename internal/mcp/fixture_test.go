@@ -22,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/plugin"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/upstream"
 )
 
 // testConfig: agent a has echo and no patch, and a rule denying "forbidden";
@@ -79,6 +80,7 @@ type fixture struct {
 	audit   *audit.Writer
 	srv     *httptest.Server
 	url     string // the MCP route
+	pool    *upstream.Pool
 }
 
 // newFixture runs the real pipeline (config, policy, core tools over a fake
@@ -86,18 +88,37 @@ type fixture struct {
 // the host route: /mcp behind the token middleware, /v1/ the admin API.
 func newFixture(t testing.TB, cfgYAML string, opts Options) *fixture {
 	t.Helper()
+	return newFixtureOn(t, cfgYAML, opts, newPool(t))
+}
+
+// newPool is a pool of upstream connections on pins of its own, closed
+// when the test ends. Fixtures sharing one are a daemon across reloads.
+func newPool(t testing.TB) *upstream.Pool {
+	t.Helper()
+	pins, err := upstream.OpenPins(filepath.Join(t.TempDir(), upstream.PinsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := upstream.NewPool(pins)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// newFixtureOn is newFixture with upstream MCP servers connected by pool.
+func newFixtureOn(t testing.TB, cfgYAML string, opts Options, pool *upstream.Pool) *fixture {
+	t.Helper()
 	home := t.TempDir()
 	cfg, err := config.Parse(home, "c.yaml", []byte(cfgYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap := buildSnapshot(t, cfg)
+	snap := buildSnapshot(t, cfg, pool)
 	aw, err := audit.Open(filepath.Join(home, "logs"), audit.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { aw.Close() })
-	f := &fixture{home: home, cfg: cfg, sandbox: &fakeSandbox{files: map[string][]byte{}}, audit: aw}
+	f := &fixture{home: home, cfg: cfg, sandbox: &fakeSandbox{files: map[string][]byte{}}, audit: aw, pool: pool}
 	f.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: f.sandbox}, snap)
 	f.tokens, err = auth.OpenStore(filepath.Join(home, auth.StoreFile))
 	if err != nil {
@@ -105,6 +126,9 @@ func newFixture(t testing.TB, cfgYAML string, opts Options) *fixture {
 	}
 	if opts.Home == "" {
 		opts.Home = home
+	}
+	if opts.Generation == nil {
+		opts.Generation = pool.Pins().Generation
 	}
 	if opts.Visible == nil {
 		opts.Visible = VisibleFromConfig(func() *config.Config { return f.cfg })
@@ -122,13 +146,13 @@ func newFixture(t testing.TB, cfgYAML string, opts Options) *fixture {
 	return f
 }
 
-func buildSnapshot(t testing.TB, cfg *config.Config) *gateway.Snapshot {
+func buildSnapshot(t testing.TB, cfg *config.Config, pool *upstream.Pool) *gateway.Snapshot {
 	t.Helper()
 	eng, err := policy.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tools, err := plugin.Build(cfg, plugin.Env{})
+	tools, err := plugin.Build(cfg, plugin.Env{Shared: map[string]any{upstream.Kind: pool}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +175,7 @@ type upstreamAllowlist struct {
 }
 
 func (u upstreamAllowlist) Decide(call *gateway.Call) gateway.Decision {
-	if i := strings.LastIndexByte(call.Tool, '.'); i > 0 && u.cfg.Plugins[call.Tool[:i]].Kind == UpstreamKind {
+	if i := strings.LastIndexByte(call.Tool, '.'); i > 0 && u.cfg.Plugins[call.Tool[:i]].Kind == upstream.Kind {
 		c := *call
 		c.Tool = call.Tool[:i]
 		return u.eng.Decide(&c)

@@ -26,6 +26,10 @@ import (
 type Env struct {
 	// Secrets resolves {{secret:NAME}} for handlers; nil holds none.
 	Secrets *secrets.Store
+	// Shared holds, by kind, what a kind keeps across builds (the upstream
+	// MCP servers' connections): created, reused and closed by the daemon,
+	// never by the kind's package.
+	Shared map[string]any
 }
 
 // Factory builds the tools of one configured plugin of its kind. It checks

@@ -6,15 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/toolgate/toolgate/internal/capped"
 	"io"
 	"io/fs"
 	"os"
 	"path"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/capped"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/secrets"
@@ -231,19 +230,9 @@ func (t *tool) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 	if env.IO != nil {
 		streams = *env.IO
 	}
-	var outBuf, errBuf bytes.Buffer
-	buffered := streams.Stdout == nil || streams.Stderr == nil
-	if streams.Stdout == nil {
-		streams.Stdout = &outBuf
-	}
-	if streams.Stderr == nil {
-		streams.Stderr = &errBuf
-	}
-	mu := new(sync.Mutex) // the caller may hand one writer for both streams
-	capOut := capped.NewWriter(streams.Stdout, t.maxOutput, mu)
-	capErr := capped.NewWriter(streams.Stderr, t.maxOutput, mu)
+	capd := capped.NewStreams(streams.Stdout, streams.Stderr, t.maxOutput)
 	// Redact before capping, so a cut can never leave half a secret behind.
-	stdout, stderr := t.secrets.NewWriter(capOut), t.secrets.NewWriter(capErr)
+	stdout, stderr := t.secrets.NewWriter(capd.Stdout), t.secrets.NewWriter(capd.Stderr)
 
 	tctx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
@@ -255,11 +244,10 @@ func (t *tool) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 	code, herr := t.handler(tctx, inv)
 	for _, w := range []io.Writer{stdout, stderr} {
 		if r, ok := w.(*secrets.Writer); ok {
-			_ = r.Flush() // an error sticks in the capWriter below and is reported there
+			_ = r.Flush() // an error sticks in the capped writer below and is reported there
 		}
 	}
-	capOut.Finish()
-	capErr.Finish()
+	capd.Finish()
 	if herr != nil {
 		return nil, errors.New(t.secrets.Redact(herr.Error()))
 	}
@@ -271,15 +259,12 @@ func (t *tool) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 		problems = append(problems, fmt.Sprintf("timed out after %s; process tree killed", t.timeout))
 	}
 	res.ExitCode = &code
-	for _, w := range []*capped.Writer{capOut, capErr} {
-		if err := w.Err(); err != nil {
-			problems = append(problems, fmt.Sprintf("output stream failed: %v", err))
-			break
-		}
+	if err := capd.Err(); err != nil {
+		problems = append(problems, fmt.Sprintf("output stream failed: %v", err))
 	}
 	res.Error = t.secrets.Redact(strings.Join(problems, "; "))
-	if buffered {
-		res.Output = &Output{Stdout: outBuf.String(), Stderr: errBuf.String(), Truncated: capOut.Dropped() > 0 || capErr.Dropped() > 0}
+	if out, errOut, kept := capd.Kept(); kept {
+		res.Output = &Output{Stdout: out, Stderr: errOut, Truncated: capd.Truncated()}
 	}
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("cancelled: %w", context.Cause(ctx))

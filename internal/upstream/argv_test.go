@@ -1,11 +1,11 @@
-package mcp
+package upstream
 
 import (
 	"encoding/json"
 	"testing"
 )
 
-func TestLauncherArgs(t *testing.T) {
+func TestArgsFromArgv(t *testing.T) {
 	cases := []struct {
 		argv []string
 		want string // "" = error
@@ -23,7 +23,7 @@ func TestLauncherArgs(t *testing.T) {
 	}
 	for _, c := range cases {
 		raw, _ := json.Marshal(map[string]any{"argv": c.argv, "cwd": "/workspace"})
-		got, err := launcherArgs(raw)
+		got, err := argsFromArgv(raw)
 		if c.want == "" {
 			if err == nil {
 				t.Errorf("%q: want an error, got %s", c.argv, got)
@@ -45,11 +45,11 @@ func TestLauncherArgs(t *testing.T) {
 	}
 }
 
-func FuzzLauncherArgs(f *testing.F) {
+func FuzzArgsFromArgv(f *testing.F) {
 	f.Add(`{"argv":["--json","{}"]}`)
 	f.Add(`{"argv":["--a","1","--b=x","--c"]}`)
 	f.Fuzz(func(t *testing.T, raw string) {
-		out, err := launcherArgs(json.RawMessage(raw))
+		out, err := argsFromArgv(json.RawMessage(raw))
 		if err == nil && decodeObject(out) != nil {
 			t.Fatalf("accepted %q but produced %s, not one object", raw, out)
 		}

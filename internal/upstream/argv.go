@@ -1,4 +1,4 @@
-package mcp
+package upstream
 
 import (
 	"encoding/json"
@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// launcherArgs turns the command line of /tools/bin/SERVER.TOOL inside a
-// sandbox — what the agent socket delivers as {"argv": […], "cwd": …} —
-// into the upstream tool's arguments object:
+// argsFromArgv turns the command line of the launcher /tools/bin/SERVER.TOOL
+// inside a sandbox — what the agent socket delivers as {"argv": […], "cwd": …}
+// — into the upstream tool's arguments object:
 //
 //	SERVER.TOOL --json '{"path":"a","limit":3}'   the object, whole
 //	SERVER.TOOL --path a --limit 3                one flag per field
@@ -16,7 +16,7 @@ import (
 //
 // A flag's value is taken as JSON when it parses as JSON (3, true, [1], {…})
 // and as a string otherwise, so `--name 007` needs `--name '"007"'`.
-func launcherArgs(raw json.RawMessage) (json.RawMessage, error) {
+func argsFromArgv(raw json.RawMessage) (json.RawMessage, error) {
 	var in struct {
 		Argv []string `json:"argv"`
 		Cwd  string   `json:"cwd"`

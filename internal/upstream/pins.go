@@ -1,17 +1,13 @@
-package mcp
+package upstream
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/auth"
+	"github.com/toolgate/toolgate/internal/lockedfile"
 )
 
 // PinsFile is the pin store's name inside the toolgate home.
@@ -48,51 +44,20 @@ type Pin struct {
 	SeenAt   time.Time `json:"seenAt,omitzero"`
 }
 
-// pinsGen counts changes to any pin store this process has seen, so the
-// door re-checks withheld tools at once rather than at its next poll.
-var pinsGen atomic.Uint64
-
 // Pins is HOME/pins.json, shared by the daemon (which records changes it
 // sees) and `toolgate tools` (which approves them). Reads re-load the file
 // when it changed on disk.
 type Pins struct {
-	path string
-	mu   sync.Mutex
-	m    map[string]*Pin
-	stat os.FileInfo
+	file *lockedfile.File[map[string]*Pin]
 }
 
 // OpenPins opens the pin store at path; a missing file is an empty store.
 func OpenPins(path string) (*Pins, error) {
-	p := &Pins{path: path}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p, p.loadLocked()
-}
-
-func (p *Pins) loadLocked() error {
-	fi, err := os.Stat(p.path)
-	if errors.Is(err, os.ErrNotExist) {
-		p.m, p.stat = map[string]*Pin{}, nil
-		return nil
-	}
+	f, err := lockedfile.Open(path, parsePins)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if p.stat != nil && os.SameFile(fi, p.stat) && fi.ModTime().Equal(p.stat.ModTime()) && fi.Size() == p.stat.Size() {
-		return nil
-	}
-	b, err := os.ReadFile(p.path)
-	if err != nil {
-		return err
-	}
-	m, err := parsePins(b)
-	if err != nil {
-		return fmt.Errorf("%s: %w", p.path, err)
-	}
-	p.m, p.stat = m, fi
-	pinsGen.Add(1)
-	return nil
+	return &Pins{file: f}, nil
 }
 
 func parsePins(b []byte) (map[string]*Pin, error) {
@@ -106,53 +71,34 @@ func parsePins(b []byte) (map[string]*Pin, error) {
 	return m, nil
 }
 
+// Generation moves whenever the pins may have changed, so the MCP door
+// re-checks withheld tools at once rather than at its next poll.
+func (p *Pins) Generation() uint64 { return p.file.Loads() }
+
 // All returns a copy of every pin.
 func (p *Pins) All() (map[string]Pin, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.loadLocked(); err != nil {
-		return nil, err
-	}
-	out := make(map[string]Pin, len(p.m))
-	for k, v := range p.m {
-		out[k] = *v
-	}
-	return out, nil
+	var out map[string]Pin
+	err := p.file.Read(func(m map[string]*Pin) {
+		out = make(map[string]Pin, len(m))
+		for k, v := range m {
+			out[k] = *v
+		}
+	})
+	return out, err
 }
 
 // Get returns the pin of SERVER.TOOL.
-func (p *Pins) Get(name string) (Pin, bool, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.loadLocked(); err != nil {
-		return Pin{}, false, err
-	}
-	pin, ok := p.m[name]
-	if !ok {
-		return Pin{}, false, nil
-	}
-	return *pin, true, nil
+func (p *Pins) Get(name string) (pin Pin, ok bool, err error) {
+	err = p.file.Read(func(m map[string]*Pin) {
+		if q := m[name]; q != nil {
+			pin, ok = *q, true
+		}
+	})
+	return pin, ok, err
 }
 
 func (p *Pins) edit(change func(m map[string]*Pin) error) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	err := auth.EditFile(p.path, func(old []byte) ([]byte, error) {
-		m, err := parsePins(old)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p.path, err)
-		}
-		if err := change(m); err != nil {
-			return nil, err
-		}
-		b, err := json.MarshalIndent(m, "", "  ")
-		return append(b, '\n'), err
-	})
-	if err != nil {
-		return err
-	}
-	p.stat = nil
-	return p.loadLocked()
+	return p.file.Edit(func(m map[string]*Pin) (map[string]*Pin, error) { return m, change(m) })
 }
 
 // Approve pins def as the approved definition of SERVER.TOOL.

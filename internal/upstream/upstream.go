@@ -1,4 +1,24 @@
-package mcp
+// Package upstream connects upstream MCP servers and offers their tools as
+// plugin kind "mcp", each only with an approved, pinned definition:
+//
+//	plugins:
+//	  gh:
+//	    kind: mcp
+//	    command: /usr/local/bin/github-mcp-server   # stdio; or an http(s):// URL
+//	    args: [stdio]
+//	    env: {GITHUB_TOKEN: "{{secret:gh}}"}        # for a URL: request headers
+//	    timeout: 60s                                # per call
+//
+// Their tools are SERVER.TOOL. The tools a build returns come from the pins
+// (HOME/pins.json), so building starts nothing; a server is started on its
+// first call, and its live definitions are checked against the pins every
+// time it (re)connects. One upstream process serves every agent, so its
+// secrets must be granted to agents ["*"] and tools [SERVER].
+//
+// The connections live in a Pool, owned by the daemon and handed to builds
+// through plugin.Env.Shared[Kind], so they outlive a reload and end with
+// their owner.
+package upstream
 
 import (
 	"bytes"
@@ -30,55 +50,30 @@ import (
 	"github.com/toolgate/toolgate/internal/secrets"
 )
 
-// Upstream MCP servers are plugins of kind "mcp":
-//
-//	plugins:
-//	  gh:
-//	    kind: mcp
-//	    command: /usr/local/bin/github-mcp-server   # stdio; or an http(s):// URL
-//	    args: [stdio]
-//	    env: {GITHUB_TOKEN: "{{secret:gh}}"}        # for a URL: request headers
-//	    timeout: 60s                                # per call
-//
-// Their tools are SERVER.TOOL. Only approved definitions are offered (see
-// Pins): the tools a Build returns come from HOME/pins.json, so building
-// starts nothing; the upstream is started on the first call, and its live
-// definitions are checked against the pins every time it (re)connects. One
-// upstream process serves every agent, so its secrets must be granted to
-// agents ["*"] and tools [SERVER].
-func init() { plugin.Register(UpstreamKind, newUpstream) }
+func init() { plugin.Register(Kind, build) }
 
-// UpstreamKind is the plugin kind of upstream MCP servers.
-const UpstreamKind = "mcp"
+// Kind is the plugin kind of upstream MCP servers.
+const Kind = "mcp"
 
-// DefaultUpstreamTimeout bounds one upstream call (and connecting).
-const DefaultUpstreamTimeout = time.Minute
+// DefaultTimeout bounds one upstream call (and connecting).
+const DefaultTimeout = time.Minute
 
-var pinsPath atomic.Pointer[string]
+// Pool keeps one connection per configured server across reloads: a reload
+// with the same settings reuses the running process.
+type Pool struct {
+	pins *Pins
 
-// SetPinsFile says where the daemon's pins live (HOME/pins.json). Without
-// it, the default home's pins.json is used.
-func SetPinsFile(path string) { pinsPath.Store(&path) }
-
-func openDefaultPins() (*Pins, error) {
-	if p := pinsPath.Load(); p != nil {
-		return OpenPins(*p)
-	}
-	home, err := config.Home()
-	if err != nil {
-		return nil, err
-	}
-	return OpenPins(filepath.Join(home, PinsFile))
+	mu      sync.Mutex
+	servers map[string]*server
 }
 
-// upstreams keeps one connection per configured server across reloads: a
-// reload with the same settings reuses the running process.
-var (
-	upstreamsMu sync.Mutex
-	upstreams   = map[string]*upstream{}
-)
+// NewPool returns an empty pool whose servers are checked against pins.
+func NewPool(pins *Pins) *Pool { return &Pool{pins: pins, servers: map[string]*server{}} }
 
-type upstream struct {
+// Pins is the pool's pin store.
+func (p *Pool) Pins() *Pins { return p.pins }
+
+type server struct {
 	name    string
 	cfg     config.Plugin
 	digest  [32]byte
@@ -95,8 +90,12 @@ type upstream struct {
 	relist atomic.Pointer[sdk.ClientSession]
 }
 
-func newUpstream(name string, p config.Plugin, env plugin.Env) ([]gateway.Tool, error) {
-	u, err := upstreamFor(name, p, env)
+func build(name string, p config.Plugin, env plugin.Env) ([]gateway.Tool, error) {
+	pool, ok := env.Shared[Kind].(*Pool)
+	if !ok {
+		return nil, errors.New("no upstream pool to build on (the daemon passes one)")
+	}
+	u, err := pool.server(name, p, env)
 	if err != nil {
 		return nil, err
 	}
@@ -114,62 +113,66 @@ func newUpstream(name string, p config.Plugin, env plugin.Env) ([]gateway.Tool, 
 	return tools, nil
 }
 
-// upstreamFor checks the settings and returns the server's shared state.
-func upstreamFor(name string, p config.Plugin, env plugin.Env) (*upstream, error) {
+// checkSettings refuses settings no upstream server can run with.
+func checkSettings(p config.Plugin, env plugin.Env) error {
 	isURL := strings.HasPrefix(p.Command, "http://") || strings.HasPrefix(p.Command, "https://")
 	switch {
 	case p.Command == "":
-		return nil, errors.New("command: an absolute host path or an http(s):// URL is required")
+		return errors.New("command: an absolute host path or an http(s):// URL is required")
 	case !isURL && !filepath.IsAbs(p.Command):
-		return nil, fmt.Errorf("command: %q is neither an absolute host path nor an http(s):// URL", p.Command)
+		return fmt.Errorf("command: %q is neither an absolute host path nor an http(s):// URL", p.Command)
 	case p.Cwd == "workspace":
-		return nil, errors.New("cwd: an upstream MCP server is shared by all agents; it cannot run in one agent's workspace")
+		return errors.New("cwd: an upstream MCP server is shared by all agents; it cannot run in one agent's workspace")
 	case p.Timeout < 0:
-		return nil, errors.New("timeout: must not be negative")
+		return errors.New("timeout: must not be negative")
 	}
-	if err := plugin.CheckSecrets(p, env); err != nil {
+	return plugin.CheckSecrets(p, env)
+}
+
+// server checks the settings and returns the server's shared state.
+func (pool *Pool) server(name string, p config.Plugin, env plugin.Env) (*server, error) {
+	if err := checkSettings(p, env); err != nil {
 		return nil, err
-	}
-	pins, err := openDefaultPins()
-	if err != nil {
-		return nil, fmt.Errorf("pins: %w", err)
 	}
 	b, _ := json.Marshal(p)
 	digest := sha256.Sum256(b)
-	upstreamsMu.Lock()
-	defer upstreamsMu.Unlock()
-	if u := upstreams[name]; u != nil && u.digest == digest {
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	if u := pool.servers[name]; u != nil && u.digest == digest {
 		u.mu.Lock()
-		u.secrets, u.pins = env.Secrets, pins
+		u.secrets = env.Secrets
 		u.mu.Unlock()
 		return u, nil
 	} else if u != nil {
 		u.close()
 	}
-	u := &upstream{name: name, cfg: p, digest: digest, secrets: env.Secrets, pins: pins, timeout: p.Timeout}
+	u := &server{name: name, cfg: p, digest: digest, secrets: env.Secrets, pins: pool.pins, timeout: p.Timeout}
 	if u.timeout == 0 {
-		u.timeout = DefaultUpstreamTimeout
+		u.timeout = DefaultTimeout
 	}
-	upstreams[name] = u
+	pool.servers[name] = u
 	return u, nil
 }
 
-// PruneUpstreams closes the connection (and so the process) of every
-// upstream server that cfg no longer declares, e.g. after a reload; nil
-// closes them all. Their secrets must not outlive their configuration.
-func PruneUpstreams(cfg *config.Config) {
-	upstreamsMu.Lock()
-	defer upstreamsMu.Unlock()
-	for name, u := range upstreams {
-		if cfg != nil && cfg.Plugins[name].Kind == UpstreamKind {
+// Prune closes the connection (and so the process) of every upstream server
+// that cfg no longer declares, e.g. after a reload; nil closes them all.
+// Their secrets must not outlive their configuration.
+func (pool *Pool) Prune(cfg *config.Config) {
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	for name, u := range pool.servers {
+		if cfg != nil && cfg.Plugins[name].Kind == Kind {
 			continue
 		}
 		u.close()
-		delete(upstreams, name)
+		delete(pool.servers, name)
 	}
 }
 
-func (u *upstream) close() {
+// Close ends every connection.
+func (pool *Pool) Close() { pool.Prune(nil) }
+
+func (u *server) close() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.sess != nil {
@@ -179,7 +182,7 @@ func (u *upstream) close() {
 }
 
 // drop forgets a session that failed, so the next call starts afresh.
-func (u *upstream) drop(s *sdk.ClientSession) {
+func (u *server) drop(s *sdk.ClientSession) {
 	u.mu.Lock()
 	if u.sess == s {
 		u.sess = nil
@@ -188,9 +191,9 @@ func (u *upstream) drop(s *sdk.ClientSession) {
 	_ = s.Close()
 }
 
-func (u *upstream) secret(name string) (string, error) { return u.secrets.Resolve("*", u.name, name) }
+func (u *server) secret(name string) (string, error) { return u.secrets.Resolve("*", u.name, name) }
 
-func (u *upstream) transport() (sdk.Transport, error) {
+func (u *server) transport() (sdk.Transport, error) {
 	vars := map[string]string{}
 	for k, v := range u.cfg.Env {
 		x, err := secrets.Expand(v, u.secret)
@@ -265,7 +268,7 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 
 // session returns the live session, connecting (and checking every tool's
 // definition against its pin) when there is none.
-func (u *upstream) session(ctx context.Context) (*sdk.ClientSession, map[string]string, error) {
+func (u *server) session(ctx context.Context) (*sdk.ClientSession, map[string]string, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.sess != nil && u.relist.Load() == u.sess {
@@ -294,7 +297,7 @@ func (u *upstream) session(ctx context.Context) (*sdk.ClientSession, map[string]
 	return sess, live, nil
 }
 
-func connectUpstream(ctx context.Context, u *upstream) (*sdk.ClientSession, map[string]ToolDef, error) {
+func connectUpstream(ctx context.Context, u *server) (*sdk.ClientSession, map[string]ToolDef, error) {
 	t, err := u.transport()
 	if err != nil {
 		return nil, nil, err
@@ -331,7 +334,7 @@ type ToolStatus struct {
 // reports every tool's status. It is the CLI's way of seeing a server the
 // daemon has not started yet.
 func Inspect(ctx context.Context, name string, p config.Plugin, env plugin.Env, pins *Pins) ([]ToolStatus, error) {
-	u := &upstream{name: name, cfg: p, secrets: env.Secrets, pins: pins}
+	u := &server{name: name, cfg: p, secrets: env.Secrets, pins: pins}
 	sess, defs, err := connectUpstream(ctx, u)
 	if err != nil {
 		return nil, err
@@ -370,7 +373,7 @@ func Inspect(ctx context.Context, name string, p config.Plugin, env plugin.Env, 
 
 // upstreamTool is one approved tool of an upstream server.
 type upstreamTool struct {
-	u    *upstream
+	u    *server
 	name string // SERVER.TOOL
 	tool string // TOOL, as the upstream calls it
 	pin  Pin    // as approved when the snapshot was built
@@ -403,7 +406,7 @@ func (t *upstreamTool) Withheld() error {
 // is not withheld; the upstream validates them against its schema.
 func (t *upstreamTool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
 	if call.Via == "socket" { // a launcher in the sandbox: its command line becomes the arguments
-		args, err := launcherArgs(call.Args)
+		args, err := argsFromArgv(call.Args)
 		if err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
