@@ -16,6 +16,21 @@ import (
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
+// Rules of the socket's refusals of a request it could not read as a call.
+const (
+	RuleMalformed = "request.malformed" // no usable call header
+	RuleTooLarge  = "request.too_large" // a call header over MaxHeader
+)
+
+// withDetail sets d[k] = v, making d when it is nil.
+func withDetail(d map[string]any, k string, v any) map[string]any {
+	if d == nil {
+		d = map[string]any{}
+	}
+	d[k] = v
+	return d
+}
+
 // bodyEndWait bounds how long a finished call waits for a client that sent
 // its eof frame to end the request body.
 const bodyEndWait = 5 * time.Second
@@ -55,25 +70,27 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 			err = fmt.Errorf("%w: empty request: the first frame must be the call header", ErrMalformed)
 		}
 	default:
-		wire.WriteError(w, http.StatusUnsupportedMediaType, &wire.Error{Code: "bad_request",
-			Message: "Content-Type must be application/json or " + wire.MediaNDJSON})
+		dec := gateway.Decision{Rule: RuleMalformed, Reason: "Content-Type must be application/json or " + wire.MediaNDJSON}
+		wire.Refused(w, http.StatusUnsupportedMediaType, "bad_request", s.gw.Refuse(agent, call, dec))
 		return
 	}
 	var hdr *CallHeader
 	if err == nil {
 		hdr, err = ParseHeader(raw, workspace)
 	}
+	// Every refused header is on the record like any denial (counted per
+	// agent by the gateway, so a flood of them cannot fill the disk).
 	switch {
 	case errors.Is(err, ErrTooLarge):
-		wire.WriteError(w, http.StatusRequestEntityTooLarge, &wire.Error{Code: "too_large", Message: err.Error()})
+		wire.Refused(w, http.StatusRequestEntityTooLarge, "too_large", s.gw.Refuse(agent, call, gateway.Decision{Rule: RuleTooLarge, Reason: err.Error()}))
 		return
 	case errors.Is(err, errCwd):
-		// Well-formed but refused: on the record like any denial.
 		call.Args = hdr.Args()
 		wire.Refused(w, http.StatusBadRequest, "bad_request", s.gw.Refuse(agent, call, gateway.Decision{Rule: "args.invalid", Reason: err.Error()}))
 		return
 	case err != nil:
-		wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Message: err.Error()})
+		call.Detail = withDetail(call.Detail, "headerBytes", len(raw))
+		wire.Refused(w, http.StatusBadRequest, "bad_request", s.gw.Refuse(agent, call, gateway.Decision{Rule: RuleMalformed, Reason: err.Error()}))
 		return
 	}
 	call.Args, call.Session, call.Parent = hdr.Args(), hdr.Session, hdr.Parent

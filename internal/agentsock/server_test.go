@@ -92,13 +92,13 @@ func TestCalls(t *testing.T) {
 		{"not allowed", sb, "echo", "application/json", `{"argv":["hi"]}`, 403, "", "denied", "tools.allowlist", 0},
 		{"other agent's tool", sb, "cat", "application/json", `{"argv":[]}`, 403, "", "denied", "tools.allowlist", 0},
 		{"cwd outside", sa, "echo", "application/json", `{"argv":[],"cwd":"/workspace/../etc"}`, 400, "", "bad_request", "args.invalid", 0},
-		{"malformed", sa, "echo", "application/json", `{"argv":`, 400, "", "bad_request", "", 0},
-		{"unknown field", sa, "echo", "application/json", `{"argv":[],"agent":"a"}`, 400, "", "bad_request", "", 0},
-		{"argv not strings", sa, "echo", "application/json", `{"argv":[1]}`, 400, "", "bad_request", "", 0},
-		{"too large json", sa, "echo", "application/json", big, 413, "", "too_large", "", 0},
-		{"too large frame", sa, "echo", wire.MediaNDJSON, big + "\n", 413, "", "too_large", "", 0},
-		{"empty ndjson", sa, "echo", wire.MediaNDJSON, "", 400, "", "bad_request", "", 0},
-		{"bad media", sa, "echo", "text/plain", "hi", 415, "", "bad_request", "", 0},
+		{"malformed", sa, "echo", "application/json", `{"argv":`, 400, "", "bad_request", agentsock.RuleMalformed, 0},
+		{"unknown field", sa, "echo", "application/json", `{"argv":[],"agent":"a"}`, 400, "", "bad_request", agentsock.RuleMalformed, 0},
+		{"argv not strings", sa, "echo", "application/json", `{"argv":[1]}`, 400, "", "bad_request", agentsock.RuleMalformed, 0},
+		{"too large json", sa, "echo", "application/json", big, 413, "", "too_large", agentsock.RuleTooLarge, 0},
+		{"too large frame", sa, "echo", wire.MediaNDJSON, big + "\n", 413, "", "too_large", agentsock.RuleTooLarge, 0},
+		{"empty ndjson", sa, "echo", wire.MediaNDJSON, "", 400, "", "bad_request", agentsock.RuleMalformed, 0},
+		{"bad media", sa, "echo", "text/plain", "hi", 415, "", "bad_request", agentsock.RuleMalformed, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,8 +118,8 @@ func TestCalls(t *testing.T) {
 		})
 	}
 
-	// Refusals that reached the gateway are on the record with the socket's
-	// agent and the peer's credentials; each allowed call has two entries.
+	// Every refusal is on the record with the socket's agent and the peer's
+	// credentials, malformed requests too; each allowed call has two entries.
 	byTool := map[string][]*gateway.Entry{}
 	for _, e := range env.Entries(t) {
 		byTool[e.Agent+"/"+e.Tool] = append(byTool[e.Agent+"/"+e.Tool], e)
@@ -133,7 +133,7 @@ func TestCalls(t *testing.T) {
 			}
 		}
 	}
-	for key, n := range map[string]int{"a/nosuch": 1, "b/echo": 1, "b/cat": 1, "a/cat": 2, "a/echo": 2*3 + 1} {
+	for key, n := range map[string]int{"a/nosuch": 1, "b/echo": 1, "b/cat": 1, "a/cat": 2, "a/echo": 2*3 + 1 + 7} {
 		if len(byTool[key]) != n {
 			t.Errorf("%s: %d entries, want %d", key, len(byTool[key]), n)
 		}

@@ -52,13 +52,20 @@ type Options struct {
 	// ordered behind it and durable moments later. It saves one fsync per
 	// call on the caller's path.
 	AsyncResults bool
+	// RefusalBurst and RefusalEvery bound the refusals one source puts on
+	// record one by one: RefusalBurst per RefusalEvery, the rest counted
+	// into one coalesced entry per interval (see Refuse). Zero takes
+	// DefaultRefusalBurst and DefaultRefusalEvery.
+	RefusalBurst int
+	RefusalEvery time.Duration
 }
 
 // Gateway is the one pipeline.
 type Gateway struct {
-	opts  Options
-	state atomic.Pointer[Snapshot]
-	stats sync.Map // agent name → *AgentStats
+	opts     Options
+	state    atomic.Pointer[Snapshot]
+	refusals *refusals
+	stats    sync.Map // agent name → *AgentStats
 
 	mu       sync.Mutex // guards inflight and idle
 	inflight int
@@ -76,7 +83,7 @@ func New(opts Options, snap *Snapshot) *Gateway {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	g := &Gateway{opts: opts}
+	g := &Gateway{opts: opts, refusals: newRefusals(opts.RefusalBurst, opts.RefusalEvery)}
 	g.state.Store(snap)
 	return g
 }
@@ -166,8 +173,9 @@ func (g *Gateway) end() {
 // Wait returns once no call is in Handle (every result entry handed to the
 // audit sink), or with ctx's error. A shutdown calls it after its listeners
 // stop and before it closes the audit log, so no running call loses its
-// result entry.
+// result entry; it writes the refusal counts still open first.
 func (g *Gateway) Wait(ctx context.Context) error {
+	g.FlushRefusals()
 	g.mu.Lock()
 	if g.inflight == 0 {
 		g.mu.Unlock()

@@ -101,14 +101,21 @@ func (g *Gateway) Observe(o *Observation) (string, error) {
 
 // Refuse records a request refused before it became a call (a bad token, a
 // malformed header, a connection over its limit) and returns the error to
-// answer it with: a *DeniedError carrying the audit id when the refusal is
-// recorded, an error wrapping ErrAuditUnavailable when it could not be. It
+// answer it with: a *DeniedError carrying the audit id, or an error
+// wrapping ErrAuditUnavailable when the refusal could not be recorded. It
 // never returns nil. A refusal naming an agent counts as one of its calls
 // and one of its denials.
 //
-// source names who was refused, for bounding the refusals one source can
-// put on record: the remote host of a TCP request, the agent whose socket
-// carried it. A door answers with wire.Refused:
+// source names who was refused: the remote host of a TCP request, the
+// agent whose socket carried it. Per source and entry point, the first
+// RefusalBurst refusals of every RefusalEvery are recorded one entry each,
+// durable before Refuse returns; the rest are counted into one entry of
+// rule RuleRefusalsCoalesced (count, first and last time, a sample of
+// reasons) written when the interval ends, and their answers carry that
+// entry's id. So a flood of refusals costs the disk one entry per interval,
+// and the calls around it are not kept waiting behind refusal fsyncs.
+//
+// A door answers with wire.Refused:
 //
 //	dec := gateway.Decision{Rule: "model.limit", Reason: why}
 //	wire.Refused(w, http.StatusTooManyRequests, "too_many", gw.Refuse(agent, call, dec))
@@ -117,8 +124,14 @@ func (g *Gateway) Refuse(source string, call *Call, dec Decision) error {
 		call.ID = NewID()
 	}
 	dec.Allow = false
-	if err := g.opts.Audit.Append(g.entry(call, nil, dec)); err != nil {
-		return fmt.Errorf("%w: %v", ErrAuditUnavailable, err)
+	e := g.entry(call, nil, dec)
+	alone, coalescedID := g.refusals.admit(source, e, g.flushRefusals)
+	if alone {
+		if err := g.opts.Audit.Append(e); err != nil {
+			return fmt.Errorf("%w: %v", ErrAuditUnavailable, err)
+		}
+	} else {
+		call.ID = coalescedID
 	}
 	if call.Agent != "" { // counted like a denial in Handle: a call, and a denial
 		stats := g.Stats(call.Agent)

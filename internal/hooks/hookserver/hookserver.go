@@ -200,6 +200,19 @@ func (s *Server) preToolUse(w http.ResponseWriter, r *http.Request) {
 
 // refuse records a gate request whose input was unusable and answers deny.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, agent string, in *hooks.Input, cause error) {
+	err := s.opts.Gateway.Refuse(agent, refusal(r, agent, in), gateway.Decision{Rule: RuleInput, Reason: "bad hook input: " + cause.Error()})
+	var denied *gateway.DeniedError
+	if !errors.As(err, &denied) { // not on record: the client fails closed
+		status, e := wire.ErrorFor(err)
+		wire.WriteError(w, status, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, GateAnswer{Decision: denied.Decision, ID: denied.ID})
+}
+
+// refusal is the call of a hook request refused before it became one: what
+// the input (nil when unreadable) and the socket say of it.
+func refusal(r *http.Request, agent string, in *hooks.Input) *gateway.Call {
 	call := &gateway.Call{Agent: agent, Kind: gateway.KindHook, Via: hooks.ViaHook, Detail: map[string]any{}}
 	if in != nil {
 		call.Tool, call.Session = in.ToolName, in.SessionID
@@ -210,14 +223,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, agent string, in
 	if p, ok := agentsock.PeerOf(r.Context()); ok {
 		call.Detail["peer"] = p
 	}
-	err := s.opts.Gateway.Refuse(agent, call, gateway.Decision{Rule: RuleInput, Reason: "bad hook input: " + cause.Error()})
-	var denied *gateway.DeniedError
-	if !errors.As(err, &denied) { // not on record: the client fails closed
-		status, e := wire.ErrorFor(err)
-		wire.WriteError(w, status, e)
-		return
-	}
-	writeJSON(w, http.StatusOK, GateAnswer{Decision: denied.Decision, ID: denied.ID})
+	return call
 }
 
 // postToolUse is the tap: one audit entry per event id, whatever the number
@@ -232,16 +238,20 @@ func (s *Server) postToolUse(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		call, err = hooks.ToCall(in, s.workspace(agent))
 	}
+	// A report the tap cannot take is refused on the record, like a gate's.
 	switch {
 	case errors.Is(err, hooks.ErrTooLarge):
-		wire.WriteError(w, http.StatusRequestEntityTooLarge, &wire.Error{Code: "too_large", Message: err.Error()})
+		dec := gateway.Decision{Rule: RuleInput, Reason: "bad hook input: " + err.Error()}
+		wire.Refused(w, http.StatusRequestEntityTooLarge, "too_large", s.opts.Gateway.Refuse(agent, refusal(r, agent, in), dec))
 		return
 	case err != nil:
-		wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Message: err.Error()})
+		dec := gateway.Decision{Rule: RuleInput, Reason: "bad hook input: " + err.Error()}
+		wire.Refused(w, http.StatusBadRequest, "bad_request", s.opts.Gateway.Refuse(agent, refusal(r, agent, in), dec))
 		return
 	}
 	if _, ok := s.opts.Gateway.Snapshot().Agents[agent]; !ok {
-		wire.WriteError(w, http.StatusForbidden, &wire.Error{Code: "denied", Rule: "agent.unknown", Message: fmt.Sprintf("unknown agent %q", agent)})
+		dec := gateway.Decision{Rule: "agent.unknown", Reason: fmt.Sprintf("unknown agent %q", agent)}
+		wire.Refused(w, http.StatusForbidden, "denied", s.opts.Gateway.Refuse(agent, refusal(r, agent, in), dec))
 		return
 	}
 	id, dup, err := s.record(agent, hooks.EventID(in), tapObservation(agent, in, call))

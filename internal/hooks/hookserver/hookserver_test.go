@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/hooks"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/wire"
 )
 
 // policyYAML shows the same rules written for exec and for Claude Code's
@@ -314,9 +315,17 @@ func TestTapFailureAndBadInput(t *testing.T) {
 	if len(got) != 1 || !strings.HasPrefix(got[0].Error, "Exit code") || got[0].Detail["is_interrupt"] == nil {
 		t.Fatalf("failure entry: %+v", got)
 	}
+	// Reports the tap cannot take are refused on the record, each answer
+	// naming its entry.
 	for _, body := range []string{"", "{", string(sample(t, "hook-input-PreToolUse-Bash.json")), `{"hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":[]}`} {
-		if status, _ := e.post(t, PostToolUsePath, []byte(body)); status != http.StatusBadRequest {
-			t.Fatalf("tap of %.40q: %d, want 400", body, status)
+		status, b := e.post(t, PostToolUsePath, []byte(body))
+		var ans struct{ Error *wire.Error }
+		if status != http.StatusBadRequest || json.Unmarshal(b, &ans) != nil || ans.Error == nil || ans.Error.Rule != RuleInput {
+			t.Fatalf("tap of %.40q: %d %s, want 400 with rule %s", body, status, b, RuleInput)
+		}
+		refused := e.entries(t, audit.Filter{ID: ans.Error.ID})
+		if len(refused) != 1 || refused[0].Decision != "deny" || refused[0].Agent != "demo" || refused[0].Detail["peer"] == nil {
+			t.Fatalf("tap refusal %s recorded as %+v", ans.Error.ID, refused)
 		}
 	}
 }
