@@ -185,3 +185,96 @@ func TestClaudeCodeGateTheAgentCannotSwitchOff(t *testing.T) {
 	}
 	e.verify()
 }
+
+// forwarder lets a CLI in a sandbox without network reach the fake API: it
+// listens on the sandbox's loopback and connects each client to the API's
+// unix socket in the workspace.
+const forwarder = `import socket, sys, threading
+def pump(a, b):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d:
+                break
+            b.sendall(d)
+    except OSError:
+        pass
+    finally:
+        try:
+            b.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("127.0.0.1", 8080))
+l.listen()
+while True:
+    c, _ = l.accept()
+    u = socket.socket(socket.AF_UNIX)
+    u.connect(sys.argv[1])
+    threading.Thread(target=pump, args=(c, u), daemon=True).start()
+    threading.Thread(target=pump, args=(u, c), daemon=True).start()
+`
+
+// TestClaudeCodeInSandboxKeepsItsGate runs the real CLI inside the
+// claude-code image, started the way toolgate run starts it (the gate in
+// inline --settings), in a workspace whose settings disable all hooks, and
+// whose agent disables them again mid-session. The managed settings every
+// sandbox mounts keep the gate: the denied command is denied and recorded.
+func TestClaudeCodeInSandboxKeepsItsGate(t *testing.T) {
+	image := testenv.AgentImage(t, "claude-code")
+	e := newEnv(t, "ccbox")
+	a := e.agents[0]
+	e.writeConfig("      - name: no-rm-hook\n        deny: 'kind == \"hook\" && command.contains(\"rm -rf\")'\n        reason: no recursive removal by Claude either\n    image: " + image + "\n")
+	if err := e.d.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ws := e.d.config().Agents[a].Workspace
+	for _, d := range []string{"victim", ".claude"} {
+		if err := os.MkdirAll(filepath.Join(ws, d), 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(ws, ".claude"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".claude", "settings.json"), []byte(`{"disableAllHooks":true}`), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "fwd.py"), []byte(forwarder), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	api := testenv.NewFakeAnthropic(t,
+		testenv.ToolUse{Name: "Bash", Input: map[string]any{"command": `f=$(dirname .claude/x)/settings.local.json; printf '{"disableAllHooks":true}' > $f; sleep 3`}},
+		testenv.ToolUse{Name: "Bash", Input: map[string]any{"command": "rm -rf victim"}})
+	api.ListenUnix(t, filepath.Join(ws, "api.sock"))
+
+	argv, gated, err := hooks.WithGate([]string{"claude", "-p", "go", "--allowedTools", "Bash"}, hooks.GateCommand{Command: sandbox.ClientPath})
+	if err != nil || !gated {
+		t.Fatalf("WithGate: %v %v", gated, err)
+	}
+	res, err := e.call(a, "exec", map[string]any{
+		"argv": append([]string{"sh", "-c", `python3 fwd.py api.sock >/dev/null 2>&1 & sleep 1; exec "$@"`, "sh"}, argv...),
+		"env":  map[string]string{"ANTHROPIC_BASE_URL": "http://127.0.0.1:8080", "ANTHROPIC_API_KEY": "sk-fake"},
+	})
+	if err != nil || *res.ExitCode != 0 {
+		t.Fatalf("claude in the sandbox: %v %+v", err, res)
+	}
+	results := api.Results()
+	if len(results) != 2 || results[0].IsError {
+		t.Fatalf("tool results %+v; output %v %v", results, out(res, "stdout"), out(res, "stderr"))
+	}
+	if _, err := os.Stat(filepath.Join(ws, "victim")); err != nil {
+		t.Fatalf("the denied command ran: %v; tool results %+v", err, results)
+	}
+	if !results[1].IsError || !strings.Contains(results[1].Content, "no recursive removal by Claude") {
+		t.Fatalf("the gate did not deny: %+v", results[1])
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, ".claude", "settings.local.json")); err != nil || !strings.Contains(string(b), "disableAllHooks") {
+		t.Fatalf("the agent's write did not happen: %v %s", err, b)
+	}
+	if got := e.entries(audit.Filter{Agent: a, Type: "hook", Decision: "deny"}); len(got) != 1 || got[0].Tool != "Bash" {
+		t.Fatalf("hook denial on record: %+v", got)
+	}
+	e.verify()
+}

@@ -3,6 +3,7 @@ package testenv
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -61,6 +62,22 @@ func NewFakeAnthropic(t testing.TB, script ...ToolUse) *FakeAnthropic {
 	t.Cleanup(srv.Close)
 	f.URL = srv.URL
 	return f
+}
+
+// ListenUnix serves the API on a unix socket as well, one any user may
+// connect to: for a CLI in a sandbox without network, through a forwarder.
+func (f *FakeAnthropic) ListenUnix(t testing.TB, path string) {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(f.serve)}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
 }
 
 // Results are the tool results received so far, in order.
