@@ -106,6 +106,9 @@ type Rule struct {
 	Deny   string `yaml:"deny"`
 	Allow  string `yaml:"allow"`
 	Reason string `yaml:"reason"`
+	// Mode shadow evaluates the rule and records its would-be verdict in
+	// the entry's detail without enforcing it; enforce (the default) bites.
+	Mode string `yaml:"mode"`
 	// Examples are calls the rule must and must not match: checked by
 	// `config check`, `serve` and `toolgate policy test`.
 	Examples *RuleExamples `yaml:"examples"`

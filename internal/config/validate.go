@@ -229,6 +229,9 @@ func (d *decoder) agent(path string, a *Agent, plugins map[string]Plugin, home s
 		if strings.TrimSpace(r.Reason) == "" {
 			d.errorf(d.at(rp), rp+".reason", "required: say why, it is shown to the agent and in the audit log")
 		}
+		if r.Mode != "" && r.Mode != "enforce" && r.Mode != "shadow" {
+			d.errorf(d.at(rp+".mode"), rp+".mode", "%q: a rule's mode is enforce (the default) or shadow", r.Mode)
+		}
 		if r.Name != "" && !ruleName.MatchString(r.Name) {
 			d.errorf(d.at(rp+".name"), rp+".name", "%q: rule names are letters, digits and _ . : / -", r.Name)
 		}

@@ -65,6 +65,17 @@ type Decision struct {
 	Allow  bool   `json:"allow"`
 	Rule   string `json:"rule"` // the rule that decided, e.g. "rules[2]" or "tools.allowlist"
 	Reason string `json:"reason"`
+	// Shadow is what rules in shadow mode would have decided, when one of
+	// them matched: recorded in the entry's detail, never enforced.
+	Shadow *Shadow `json:"shadow,omitempty"`
+}
+
+// Shadow is the would-be decision of shadow-mode rules.
+type Shadow struct {
+	Verdict string   `json:"verdict"` // allow or deny, had the shadow rules been enforced
+	Rule    string   `json:"rule"`
+	Reason  string   `json:"reason,omitempty"`
+	Matched []string `json:"matched"` // every shadow rule that matched
 }
 
 // Verdict renders the decision as it appears in the audit log.

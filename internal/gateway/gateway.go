@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -240,6 +241,14 @@ func (g *Gateway) entry(call *Call, tool Tool, dec Decision) *Entry {
 	} else if aa, ok := tool.(AuditArgs); ok && len(args) > 0 {
 		args = aa.AuditArgs(call)
 	}
+	detail := call.Detail
+	if dec.Shadow != nil {
+		detail = maps.Clone(detail)
+		if detail == nil {
+			detail = map[string]any{}
+		}
+		detail["shadow"] = dec.Shadow
+	}
 	return g.bounded(&Entry{
 		TS:       time.Now().UTC(),
 		ID:       call.ID,
@@ -254,6 +263,6 @@ func (g *Gateway) entry(call *Call, tool Tool, dec Decision) *Entry {
 		Reason:   dec.Reason,
 		Session:  call.Session,
 		Parent:   call.Parent,
-		Detail:   call.Detail,
+		Detail:   detail,
 	})
 }

@@ -268,3 +268,28 @@ func TestWaitForCallsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+type shadowDecider struct{}
+
+func (shadowDecider) Decide(*Call) Decision {
+	return Decision{Allow: true, Rule: "default", Shadow: &Shadow{Verdict: "deny", Rule: "new-rule", Matched: []string{"new-rule"}}}
+}
+
+// TestShadowRecorded: a shadow verdict lands in the decision entry's detail
+// and the call still runs; the call's own detail map is not written to.
+func TestShadowRecorded(t *testing.T) {
+	sink, tool := &memSink{}, &fakeTool{}
+	g := New(Options{Audit: sink}, &Snapshot{Agents: map[string]AgentInfo{"a": {Name: "a"}},
+		Tools: map[string]Tool{"echo": tool}, Decider: shadowDecider{}})
+	call := &Call{Agent: "a", Tool: "echo", Args: json.RawMessage(`{}`), Detail: map[string]any{"peer": "x"}}
+	if _, err := g.Handle(context.Background(), call, nil); err != nil || tool.runs != 1 {
+		t.Fatalf("shadow denial enforced: %v, runs %d", err, tool.runs)
+	}
+	s, ok := sink.entries[0].Detail["shadow"].(*Shadow)
+	if !ok || s.Verdict != "deny" || s.Rule != "new-rule" || sink.entries[0].Detail["peer"] != "x" {
+		t.Errorf("decision detail %v", sink.entries[0].Detail)
+	}
+	if _, leaked := call.Detail["shadow"]; leaked {
+		t.Error("the call's detail map was written")
+	}
+}

@@ -26,9 +26,10 @@ type agentPolicy struct {
 	agent  *config.Agent
 	core   map[string]bool // core tool → switched on
 	rules  []*rule         // file order, for Explain
-	denies []*rule         // file order
-	allows []*rule         // file order
-	dflt   gateway.Decision
+	denies  []*rule         // file order
+	allows  []*rule         // file order
+	shadows []*rule         // mode: shadow, file order; never enforced
+	dflt    gateway.Decision
 	egress *netrule.Policy // nil: the agent has no egress
 }
 
@@ -37,6 +38,7 @@ type rule struct {
 	reason string
 	expr   string
 	deny   bool
+	shadow bool
 	line   int
 	prg    cel.Program
 }
@@ -115,10 +117,14 @@ func compile(cfg *config.Config) (*Engine, error) {
 				field += ".allow"
 			}
 			rl.prg = c.compile(rl.expr, r.Line, field)
+			rl.shadow = r.Mode == "shadow"
 			ap.rules = append(ap.rules, rl)
-			if rl.deny {
+			switch {
+			case rl.shadow:
+				ap.shadows = append(ap.shadows, rl)
+			case rl.deny:
 				ap.denies = append(ap.denies, rl)
-			} else {
+			default:
 				ap.allows = append(ap.allows, rl)
 			}
 		}
@@ -266,8 +272,16 @@ func (e *Engine) decide(call *gateway.Call, x *Explanation) gateway.Decision {
 	act := getActivation(call, kind)
 	defer putActivation(act)
 	if x != nil {
-		return ap.explain(act, x, dflt)
+		d := ap.explain(act, x, dflt)
+		d.Shadow = ap.shadow(act, d, dflt)
+		return d
 	}
+	d := ap.enforce(act, dflt)
+	d.Shadow = ap.shadow(act, d, dflt)
+	return d
+}
+
+func (ap *agentPolicy) enforce(act *activation, dflt gateway.Decision) gateway.Decision {
 	for _, r := range ap.denies {
 		if match, err := r.eval(act); match || err != nil {
 			return r.denial(err)
@@ -281,6 +295,43 @@ func (e *Engine) decide(call *gateway.Call, x *Explanation) gateway.Decision {
 	return dflt
 }
 
+// shadow evaluates the shadow-mode rules and says what the decision would
+// have been with them enforced: a matching shadow deny denies unless an
+// enforced deny already did; a matching shadow allow takes the place of the
+// default. Nil when none matched.
+func (ap *agentPolicy) shadow(act *activation, d, dflt gateway.Decision) *gateway.Shadow {
+	if len(ap.shadows) == 0 {
+		return nil
+	}
+	var s *gateway.Shadow
+	would := d
+	for _, r := range ap.shadows {
+		match, err := r.eval(act)
+		hit := match && err == nil
+		if r.deny {
+			hit = match || err != nil
+		}
+		if !hit {
+			continue
+		}
+		if s == nil {
+			s = &gateway.Shadow{}
+		}
+		s.Matched = append(s.Matched, r.name)
+		byDefault := would.Allow == dflt.Allow && would.Rule == dflt.Rule
+		switch {
+		case r.deny && (would.Allow || byDefault):
+			would = r.denial(err)
+		case !r.deny && byDefault:
+			would = gateway.Decision{Allow: true, Rule: r.name, Reason: r.reason}
+		}
+	}
+	if s != nil {
+		s.Verdict, s.Rule, s.Reason = would.Verdict(), would.Rule, would.Reason
+	}
+	return s
+}
+
 // explain evaluates all rules and reaches the same decision as the fast path.
 func (ap *agentPolicy) explain(act *activation, x *Explanation, dflt gateway.Decision) gateway.Decision {
 	var deny, allow *gateway.Decision
@@ -290,11 +341,15 @@ func (ap *agentPolicy) explain(act *activation, x *Explanation, dflt gateway.Dec
 		if r.deny {
 			res.Effect = "deny"
 		}
+		if r.shadow {
+			res.Effect += "/shadow"
+		}
 		if err != nil {
 			res.Result, res.Error = "error", err.Error()
 		}
 		x.Rules = append(x.Rules, res)
 		switch {
+		case r.shadow:
 		case r.deny && (match || err != nil) && deny == nil:
 			d := r.denial(err)
 			deny = &d
@@ -338,6 +393,9 @@ func (r *rule) eval(act *activation) (bool, error) {
 func (x Explanation) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "decision: %s by %s: %s\n", x.Decision.Verdict(), x.Decision.Rule, x.Decision.Reason)
+	if s := x.Decision.Shadow; s != nil {
+		fmt.Fprintf(&b, "shadow: would be %s by %s (matched: %s)\n", s.Verdict, s.Rule, strings.Join(s.Matched, ", "))
+	}
 	if len(x.Rules) == 0 {
 		return b.String()
 	}

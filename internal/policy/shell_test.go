@@ -218,3 +218,43 @@ func BenchmarkDecideShellFacts(b *testing.B) {
 		})
 	}
 }
+
+// TestShadowRule: a shadow rule never changes the decision; its would-be
+// verdict rides on the decision for the audit entry.
+func TestShadowRule(t *testing.T) {
+	e := engine(t, `agents:
+  a:
+    default: deny
+    rules:
+      - {name: no-curl, deny: 'commands.exists(c, c.name == "curl")', reason: no curl, mode: shadow}
+      - {name: ls-ok, allow: 'commands.all(c, c.name == "ls")', reason: listing is fine, mode: shadow}
+      - {name: echo-ok, allow: 'commands.all(c, c.name == "echo")', reason: echo is fine}
+`)
+	for _, tc := range []struct {
+		cmd          string
+		allow        bool
+		rule         string
+		shadow       string // "" when no shadow rule matched, else verdict/rule
+		shadowRuleID string
+	}{
+		{"echo hi", true, "echo-ok", "", ""},
+		{"curl x", false, "default", "deny", "no-curl"},
+		{"echo x; curl y", false, "default", "deny", "no-curl"},
+		{"ls", false, "default", "allow", "ls-ok"},
+	} {
+		call := gateway.Call{Agent: "a", Tool: "exec", Kind: gateway.KindCore, Command: tc.cmd}
+		d := e.Decide(&call)
+		if d.Allow != tc.allow || d.Rule != tc.rule {
+			t.Errorf("%q: %+v, want allow=%v by %s", tc.cmd, d, tc.allow, tc.rule)
+		}
+		switch {
+		case tc.shadow == "" && d.Shadow != nil:
+			t.Errorf("%q: shadow %+v, want none", tc.cmd, d.Shadow)
+		case tc.shadow != "" && (d.Shadow == nil || d.Shadow.Verdict != tc.shadow || d.Shadow.Rule != tc.shadowRuleID):
+			t.Errorf("%q: shadow %+v, want %s by %s", tc.cmd, d.Shadow, tc.shadow, tc.shadowRuleID)
+		}
+	}
+	if _, err := config.Parse("/tg", "c.yaml", []byte("agents:\n  a:\n    rules: [{deny: 'true', reason: r, mode: audit}]\n")); err == nil || !strings.Contains(err.Error(), "mode") {
+		t.Errorf("mode: audit accepted: %v", err)
+	}
+}
