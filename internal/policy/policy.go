@@ -22,15 +22,15 @@ type Engine struct {
 }
 
 type agentPolicy struct {
-	name   string
-	agent  *config.Agent
-	core   map[string]bool // core tool → switched on
-	rules  []*rule         // file order, for Explain
+	name    string
+	agent   *config.Agent
+	core    map[string]bool // core tool → switched on
+	rules   []*rule         // file order, for Explain
 	denies  []*rule         // file order
 	allows  []*rule         // file order
 	shadows []*rule         // mode: shadow, file order; never enforced
 	dflt    gateway.Decision
-	egress *netrule.Policy // nil: the agent has no egress
+	egress  *netrule.Policy // nil: the agent has no egress
 }
 
 type rule struct {
