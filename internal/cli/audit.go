@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/audit"
@@ -48,7 +47,7 @@ func newAuditTailCmd(g *globals) *cobra.Command {
 		n      int
 		follow bool
 		asJSON bool
-		since  time.Duration
+		since  sinceFlag
 	)
 	cmd := &cobra.Command{
 		Use:     "tail",
@@ -57,7 +56,7 @@ func newAuditTailCmd(g *globals) *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if since > 0 {
-				f.Since = time.Now().Add(-since)
+				f.Since = since.cutoff()
 			}
 			print := printEntry
 			if asJSON {
@@ -75,7 +74,7 @@ func newAuditTailCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&f.Type, "type", "", "only this type (core_tool, tool, hook, egress, admin, observed)")
 	cmd.Flags().StringVar(&f.Decision, "decision", "", "only allow or deny")
 	cmd.Flags().StringVar(&f.Tool, "tool", "", "only this tool")
-	cmd.Flags().DurationVar(&since, "since", 0, "only entries newer than this (e.g. 1h)")
+	cmd.Flags().Var(&since, "since", "only entries newer than this (e.g. 1h, 7d)")
 	cmd.Flags().IntVarP(&n, "lines", "n", 20, "how many past entries to print")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new entries")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print entries as JSON lines")

@@ -7,12 +7,14 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/replay"
 	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
@@ -68,7 +70,7 @@ directly (so a change can be tested before it is loaded); --live asks the runnin
 	eval.Flags().StringVar(&args, "args", "{}", "the call's arguments as a JSON object")
 	eval.Flags().BoolVar(&live, "live", false, "ask the running daemon instead of reading the config file")
 	_ = eval.MarkFlagRequired("agent")
-	cmd.AddCommand(eval, newPolicyTestCmd(g))
+	cmd.AddCommand(eval, newPolicyTestCmd(g), newPolicyReplayCmd(g))
 	return cmd
 }
 
@@ -156,5 +158,94 @@ check refuse a config whose examples fail; this command lists them all.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
+	return cmd
+}
+
+func newPolicyReplayCmd(g *globals) *cobra.Command {
+	var (
+		since   sinceFlag
+		f       audit.Filter
+		asJSON  bool
+		all     bool
+		logDir  string
+		maxRows int
+	)
+	cmd := &cobra.Command{
+		Use:   "replay [--config candidate.yaml] [--since 7d] [--agent NAME]",
+		Short: "Re-decide recorded calls under a policy and show what would change",
+		Long: `Reads the decision entries of the audit log and decides each call again under
+the policy of --config (default: the current config file), printing every call
+whose verdict or deciding rule would change, then a summary. Nothing runs.
+Arguments are decided as the log kept them: bodies at their recorded size, and
+a call whose arguments were cut when recorded is marked approximate (~).`,
+		Example: `  cp ~/.toolgate/config.yaml new.yaml && $EDITOR new.yaml
+  toolgate policy replay --config new.yaml --since 7d
+  toolgate policy replay --config new.yaml --agent demo --json | jq '.changes[]'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(g.home, g.config)
+			if err != nil {
+				return err
+			}
+			built, err := daemon.Build(cfg)
+			if err != nil {
+				return err
+			}
+			dir := logDir
+			if dir == "" {
+				if dir, err = g.auditDir(); err != nil {
+					return err
+				}
+			}
+			f.Since = since.cutoff()
+			out := cmd.OutOrStdout()
+			var changes []replay.Outcome
+			shown := 0
+			sum, err := replay.Log(dir, f, built.Snapshot, func(o replay.Outcome) error {
+				if o.Change() == "" && !all {
+					return nil
+				}
+				if asJSON {
+					changes = append(changes, o)
+					return nil
+				}
+				if shown++; maxRows > 0 && shown > maxRows {
+					return nil
+				}
+				mark := " "
+				if o.Approximate {
+					mark = "~"
+				}
+				change := o.Change()
+				if change == "" {
+					change = "same"
+				}
+				fmt.Fprintf(out, "%s %s %s %-8s %-10s %-16s %s(%s) → %s(%s): %s\n", mark, o.TS.Local().Format("2006-01-02 15:04:05"),
+					o.ID, o.Agent, o.Tool, change, o.Was.Verdict(), o.Was.Rule, o.Now.Verdict(), o.Now.Rule, o.Now.Reason)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(map[string]any{"summary": sum, "changes": changes})
+			}
+			if maxRows > 0 && shown > maxRows {
+				fmt.Fprintf(out, "… %d more (--max 0 shows all)\n", shown-maxRows)
+			}
+			fmt.Fprintf(out, "%d decisions replayed: %d same, %d allowed→denied, %d denied→allowed, %d by another rule; %d approximate (arguments cut when recorded); %d other entries skipped\n",
+				sum.Replayed, sum.Same, sum.AllowedToDenied, sum.DeniedToAllowed, sum.RuleChanged, sum.Approximate, sum.Skipped)
+			return nil
+		},
+	}
+	cmd.Flags().Var(&since, "since", "only calls newer than this (e.g. 7d, 12h)")
+	cmd.Flags().StringVar(&f.Agent, "agent", "", "only this agent's calls")
+	cmd.Flags().StringVar(&f.Tool, "tool", "", "only calls of this tool")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary and the changes as JSON")
+	cmd.Flags().BoolVar(&all, "all", false, "list unchanged calls too")
+	cmd.Flags().StringVar(&logDir, "log", "", "audit directory to read (default: the config's gateway.audit.dir)")
+	cmd.Flags().IntVar(&maxRows, "max", 200, "print at most this many calls (0: all)")
 	return cmd
 }
