@@ -187,7 +187,7 @@ a call whose arguments were cut when recorded is marked approximate (~).`,
 			if err != nil {
 				return err
 			}
-			built, err := daemon.Build(cfg)
+			built, err := daemon.Build(cfg, nil)
 			if err != nil {
 				return err
 			}

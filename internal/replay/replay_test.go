@@ -68,7 +68,7 @@ func build(t testing.TB, home, cfgYAML string) *daemon.Built {
 	if err != nil {
 		t.Fatal(err)
 	}
-	built, err := daemon.Build(cfg)
+	built, err := daemon.Build(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
