@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/config"
@@ -47,5 +49,31 @@ func NewRootCmd() *cobra.Command {
 		newTokenCmd(g),
 		newToolsCmd(g),
 	)
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command group fail on an argument
+// that names none of its subcommands. Cobra checks that only on the root:
+// `toolgate policy nosuch` printed the group's help and exited 0, so a typo
+// in a script passed silently.
+func refuseUnknownSubcommands(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		refuseUnknownSubcommands(c)
+	}
+	if !cmd.HasParent() || !cmd.HasSubCommands() || cmd.Runnable() {
+		return
+	}
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.SuggestionsMinimumDistance = 2 // cobra's default, set only on the root
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(s, ", "))
+		}
+		return fmt.Errorf("%s\nsee: %s --help", msg, cmd.CommandPath())
+	}
 }
