@@ -185,6 +185,7 @@ func (s *Server) preToolUse(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	call.Agent = agent
+	withPeer(r, call)
 	_, err = s.opts.Gateway.Handle(r.Context(), call, nil)
 	var denied *gateway.DeniedError
 	switch {
@@ -220,10 +221,19 @@ func refusal(r *http.Request, agent string, in *hooks.Input) *gateway.Call {
 			call.Detail["tool_use_id"] = in.ToolUseID
 		}
 	}
+	withPeer(r, call)
+	return call
+}
+
+// withPeer records the process on the socket's other end, as every entry
+// that came through an agent socket does (docs/protocol.md).
+func withPeer(r *http.Request, call *gateway.Call) {
 	if p, ok := agentsock.PeerOf(r.Context()); ok {
+		if call.Detail == nil {
+			call.Detail = map[string]any{}
+		}
 		call.Detail["peer"] = p
 	}
-	return call
 }
 
 // postToolUse is the tap: one audit entry per event id, whatever the number
@@ -254,6 +264,7 @@ func (s *Server) postToolUse(w http.ResponseWriter, r *http.Request) {
 		wire.Refused(w, http.StatusForbidden, "denied", s.opts.Gateway.Refuse(agent, refusal(r, agent, in), dec))
 		return
 	}
+	withPeer(r, call)
 	id, dup, err := s.record(agent, hooks.EventID(in), tapObservation(agent, in, call))
 	switch {
 	case err != nil:

@@ -193,7 +193,7 @@ func TestGateDecides(t *testing.T) {
 				t.Fatalf("no audit entry for %s", ga.ID)
 			}
 			d := got[0]
-			if d.Phase != gateway.PhaseDecision || d.Decision != ga.Verdict() || d.Via != hooks.ViaHook || d.Detail["tool_use_id"] == nil {
+			if d.Phase != gateway.PhaseDecision || d.Decision != ga.Verdict() || d.Via != hooks.ViaHook || d.Detail["tool_use_id"] == nil || d.Detail["peer"] == nil {
 				t.Fatalf("decision entry %+v", d)
 			}
 		})
@@ -279,7 +279,7 @@ func TestTapIdempotent(t *testing.T) {
 	if strings.Contains(line, secret) || !strings.Contains(line, "[REDACTED]") || strings.Contains(line, strings.Repeat("x", 2000)) {
 		t.Fatalf("tap entry not redacted and bounded: %s", line)
 	}
-	if en.Session != in["session_id"] || en.Detail["tool_use_id"] != in["tool_use_id"] || en.Tool != "Bash" || en.Phase != gateway.PhaseResult {
+	if en.Session != in["session_id"] || en.Detail["tool_use_id"] != in["tool_use_id"] || en.Tool != "Bash" || en.Phase != gateway.PhaseResult || en.Detail["peer"] == nil {
 		t.Fatalf("tap entry not linked: %+v", en)
 	}
 
