@@ -68,13 +68,6 @@ func hookDeadline() time.Duration {
 	return DefaultHookDeadline
 }
 
-func hookSocket() string {
-	if s := os.Getenv("TOOLGATE_SOCKET"); s != "" {
-		return s
-	}
-	return sandbox.SocketPath
-}
-
 // gate asks the gateway for a decision and prints it. Whichever comes
 // first, the answer or the deadline, prints; the other is discarded.
 func gate(stdin io.Reader, stdout, stderr io.Writer, exit2 bool) int {
@@ -106,7 +99,7 @@ func gate(stdin io.Reader, stdout, stderr io.Writer, exit2 bool) int {
 		gateway.Decision
 		ID string `json:"id"`
 	}
-	if err := post(hookSocket(), "/v1/hooks/pre-tool-use", data, deadline, &ga); err != nil {
+	if err := post(socketPath(), "/v1/hooks/pre-tool-use", data, deadline, &ga); err != nil {
 		return answer(hooks.DenyInternal(err))
 	}
 	return answer(ga.Decision)
@@ -131,7 +124,7 @@ func tap(stdin io.Reader, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "toolgate tap: %v; not recorded\n", err)
 		return 0
 	}
-	sock := hookSocket()
+	sock := socketPath()
 	deliver := func(ev hooks.Event) error {
 		return post(sock, "/v1/hooks/post-tool-use", ev.Body, deadline, nil)
 	}
@@ -171,14 +164,22 @@ func shrink(in *hooks.Input) ([]byte, error) {
 	return json.Marshal(in)
 }
 
-// spoolDirs are where undelivered events go, first choice first: the
-// workspace, or /tmp where the workspace is not writable (lost with the
-// sandbox, but not with the gateway). Drains look in all of them.
+// spoolDirs are where undelivered events go, first choice first. In a
+// sandbox: the workspace, or /tmp where the workspace is not writable (lost
+// with the sandbox, but not with the gateway). Outside one (TOOLGATE_SOCKET
+// names the socket, so the sandbox layout is not there): the user's cache
+// directory, not a /workspace the host may not have. Drains look in all.
 func spoolDirs() []string {
 	if d := os.Getenv(envSpool); d != "" {
 		return []string{d}
 	}
-	return []string{DefaultSpoolDir, fallbackSpool}
+	if os.Getenv("TOOLGATE_SOCKET") == "" {
+		return []string{DefaultSpoolDir, fallbackSpool}
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return []string{filepath.Join(d, "toolgate", "spool")}
+	}
+	return []string{filepath.Join(os.TempDir(), fmt.Sprintf("toolgate-spool-%d", os.Getuid()))}
 }
 
 // spool stores ev in the first spool directory that can be created. In the

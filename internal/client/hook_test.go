@@ -271,3 +271,18 @@ func TestTapDoesNotSpoolRejected(t *testing.T) {
 		t.Fatalf("a rejected event was spooled: %v", files)
 	}
 }
+
+// Outside a sandbox (TOOLGATE_SOCKET set, no TOOLGATE_SPOOL) the tap spools
+// in the user's cache directory, not in a /workspace of the host.
+func TestTapSpoolOutsideSandbox(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CACHE_HOME", "")
+	code, stdout, stderr := runHook(t, filepath.Join(t.TempDir(), "none.sock"), "", hookSample(t, "hook-input-PostToolUse-Bash.json"), "post-tool-use")
+	if code != 0 || stdout != "" || stderr != "" {
+		t.Fatalf("tap: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if files, _ := filepath.Glob(filepath.Join(home, ".cache", "toolgate", "spool", "ev-*.json")); len(files) != 1 {
+		t.Fatalf("spooled %v, want one event in the cache directory", files)
+	}
+}
