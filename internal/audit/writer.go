@@ -42,6 +42,10 @@ type Options struct {
 	// size; 0 never rotates.
 	MaxFileBytes int64
 	Logger       *slog.Logger
+	// CloseInterrupted makes Open record an Interrupted result for every
+	// call the log shows allowed and never finished, unless the last Close
+	// was clean. The daemon sets it; readers of a live log must not.
+	CloseInterrupted bool
 }
 
 // Stats count a Writer's work; Entries/Syncs is the group-commit factor.
@@ -72,9 +76,12 @@ type Writer struct {
 	// broken: a write failed and the file's tail is not yet cut back to
 	// size (or the file is not open); repaired before the next write.
 	broken    bool
-	headStale bool       // the head file missed an update; rewritten at the next flush
-	retry     []*request // enqueued entries whose write failed, tried again first
-	lost      error      // enqueued entries given up on, reported by Close
+	headStale bool                // the head file missed an update; rewritten at the next flush
+	retry     []*request          // enqueued entries whose write failed, tried again first
+	lost      error               // enqueued entries given up on, reported by Close
+	open      map[string]struct{} // ids of calls allowed and not yet finished, for the clean mark
+	wasClean  bool                // the log was closed clean when opened
+	openKnown bool                // open holds every unfinished call: the log was clean, or Open closed the rest
 	buf, enc  bytes.Buffer
 	encoder   *json.Encoder
 
@@ -93,7 +100,8 @@ var _ gateway.AuditSink = (*Writer)(nil)
 // Open opens (or creates) the audit log in dir, repairs a torn last line
 // left by a crash, and resumes the chain.
 func Open(dir string, opts Options) (*Writer, error) {
-	w := &Writer{dir: dir, opts: opts, log: opts.Logger, reqs: make(chan *request, maxBatch), done: make(chan struct{})}
+	w := &Writer{dir: dir, opts: opts, log: opts.Logger, reqs: make(chan *request, maxBatch), done: make(chan struct{}),
+		open: map[string]struct{}{}}
 	if w.log == nil {
 		w.log = slog.Default()
 	}
@@ -107,6 +115,15 @@ func Open(dir string, opts Options) (*Writer, error) {
 	w.encoder = json.NewEncoder(&w.enc)
 	w.encoder.SetEscapeHTML(false)
 	go w.loop()
+	w.openKnown = w.wasClean
+	if opts.CloseInterrupted && !w.wasClean {
+		// Not fatal: a call the log cannot take now is refused on its own.
+		err := w.closeInterrupted()
+		if err != nil {
+			w.log.Error("audit: interrupted calls not all recorded", "err", err)
+		}
+		w.openKnown = err == nil
+	}
 	return w, nil
 }
 
@@ -142,6 +159,11 @@ func (w *Writer) resume() error {
 	}
 	w.durable = w.last
 	head := readHead(w.head)
+	clean, err := readClean(w.head)
+	if err != nil {
+		return err
+	}
+	w.wasClean = clean && head == w.last
 	if head == "" || head == w.last {
 		return w.writeHead()
 	}
@@ -229,7 +251,7 @@ func (w *Writer) Close() error {
 	close(w.reqs)
 	w.mu.Unlock()
 	<-w.done
-	return errors.Join(w.lost, w.closeFiles())
+	return errors.Join(w.lost, w.markClean(), w.closeFiles())
 }
 
 // Stats returns the counters since Open.
@@ -290,6 +312,9 @@ func (w *Writer) commit(batch []*request) {
 	var pending []*request // in buf, or barriers, answered by the next flush
 	reply := func(err error) {
 		for _, r := range pending {
+			if err == nil && r.e != nil {
+				w.track(r.e)
+			}
 			r.done <- err
 		}
 		pending = pending[:0]

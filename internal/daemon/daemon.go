@@ -132,7 +132,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	aw, err := audit.Open(cfg.Gateway.Audit.Dir, audit.Options{MaxFileBytes: cfg.Gateway.Audit.MaxFileBytes, Logger: log})
+	aw, err := audit.Open(cfg.Gateway.Audit.Dir, audit.Options{MaxFileBytes: cfg.Gateway.Audit.MaxFileBytes, Logger: log, CloseInterrupted: true})
 	if err != nil {
 		mgr.Close()
 		return nil, fmt.Errorf("opening the audit log: %w", err)

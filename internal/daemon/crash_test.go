@@ -1,0 +1,73 @@
+package daemon
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// TestCallInterruptedByCrashIsClosed: a daemon process killed (SIGKILL)
+// while a call runs leaves its decision without a result; the next start
+// records the call as interrupted, and the chain verifies.
+func TestCallInterruptedByCrashIsClosed(t *testing.T) {
+	e := newEnv(t, "crash")
+	a := e.agents[0]
+	if err := e.d.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.d = nil
+	toolgate, _ := testenv.Binaries(t)
+	cmd := exec.Command(toolgate, "--home", e.home, "serve")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var c *adminapi.Client
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		var err error
+		if c, err = adminapi.Dial(e.home); err == nil {
+			if _, err = c.Agents(context.Background()); err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon process did not come up: %v", err)
+		}
+	}
+	go func() {
+		_, _ = c.Call(context.Background(), a, "exec", map[string]any{"command": "sleep 60"}, nil, nil)
+	}()
+	var id string
+	for deadline := time.Now().Add(time.Minute); id == ""; time.Sleep(50 * time.Millisecond) {
+		_ = audit.Query(e.home+"/logs", audit.Filter{Agent: a, Tool: "exec", Decision: "allow"}, func(en *gateway.Entry) error {
+			if strings.Contains(string(en.Args), "sleep 60") {
+				id = en.ID
+			}
+			return nil
+		})
+		if time.Now().After(deadline) {
+			t.Fatal("the call's decision never reached the log")
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if got, err := audit.Find(e.home+"/logs", id); err != nil || len(got) != 1 {
+		t.Fatalf("before the restart the call has %d entries (%v), want its decision only", len(got), err)
+	}
+
+	e.start()
+	got := e.entries(audit.Filter{ID: id})
+	if len(got) != 2 || got[1].Phase != gateway.PhaseResult || got[1].Error != audit.Interrupted {
+		t.Fatalf("after the restart: %+v", got)
+	}
+	e.verify()
+}
