@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/wire"
@@ -54,7 +55,9 @@ type Server struct {
 	// Observations records a stream-json transcript for an agent as
 	// observed entries (toolgate ingest).
 	Observations http.Handler
-	MaxBody      int64
+	// Approvals holds the calls waiting for a person (toolgate approvals).
+	Approvals *approval.Store
+	MaxBody   int64
 }
 
 // Handler returns the routes, each behind the admin token.
@@ -66,6 +69,10 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/agents/{agent}/tools/{tool}/call", s.admin(s.call))
 	mux.Handle("GET /v1/agents", s.admin(s.agents))
 	mux.Handle("POST /v1/policy/eval", s.admin(s.eval))
+	if s.Approvals != nil {
+		mux.Handle("GET /v1/approvals", s.admin(s.listApprovals))
+		mux.Handle("POST /v1/approvals/{id}", s.admin(s.answerApproval))
+	}
 	if s.Observations != nil {
 		mux.Handle("POST /v1/agents/{agent}/observations", s.admin(s.Observations.ServeHTTP))
 	}

@@ -235,8 +235,8 @@ a call whose arguments were cut when recorded is marked approximate (~).`,
 			if maxRows > 0 && shown > maxRows {
 				fmt.Fprintf(out, "… %d more (--max 0 shows all)\n", shown-maxRows)
 			}
-			fmt.Fprintf(out, "%d decisions replayed: %d same, %d allowed→denied, %d denied→allowed, %d by another rule; %d approximate (arguments cut when recorded); %d other entries skipped\n",
-				sum.Replayed, sum.Same, sum.AllowedToDenied, sum.DeniedToAllowed, sum.RuleChanged, sum.Approximate, sum.Skipped)
+			fmt.Fprintf(out, "%d decisions replayed: %d same, %d allowed→denied, %d denied→allowed, %d by another rule, %d would ask a person; %d approximate (arguments cut when recorded); %d other entries skipped\n",
+				sum.Replayed, sum.Same, sum.AllowedToDenied, sum.DeniedToAllowed, sum.RuleChanged, sum.ToAsk, sum.Approximate, sum.Skipped)
 			return nil
 		},
 	}

@@ -48,6 +48,7 @@ func NewRootCmd() *cobra.Command {
 		newHooksCmd(g), newRunCmd(g), newIngestCmd(g),
 		newTokenCmd(g),
 		newToolsCmd(g),
+		newApprovalsCmd(g),
 	)
 	refuseUnknownSubcommands(root)
 	return root

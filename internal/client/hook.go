@@ -31,6 +31,9 @@ const (
 	// that answers late is one Claude Code kills, and onFailure "block"
 	// then blocks without our reason.
 	DefaultHookDeadline = 5 * time.Second
+	// DefaultGateDeadline is the gate's: longer, because a rule may make a
+	// call wait for a person (the gateway answers by hooks.MaxAskWait).
+	DefaultGateDeadline = hooks.MaxAskWait + 5*time.Second
 	// tapMaxInput bounds the tap's stdin: a PostToolUse of a large Read
 	// carries the file; the tap bounds it before sending.
 	tapMaxInput = 64 << 20
@@ -61,11 +64,11 @@ func cmdHook(args []string, stderr io.Writer) int {
 	return 2
 }
 
-func hookDeadline() time.Duration {
+func hookDeadline(dflt time.Duration) time.Duration {
 	if d, err := time.ParseDuration(os.Getenv(envHookDeadline)); err == nil && d > 0 {
 		return d
 	}
-	return DefaultHookDeadline
+	return dflt
 }
 
 // gate asks the gateway for a decision and prints it. Whichever comes
@@ -82,7 +85,7 @@ func gate(stdin io.Reader, stdout, stderr io.Writer, exit2 bool) int {
 		})
 		return code
 	}
-	deadline := time.Now().Add(hookDeadline())
+	deadline := time.Now().Add(hookDeadline(DefaultGateDeadline))
 	timer := time.AfterFunc(time.Until(deadline), func() {
 		os.Exit(answer(hooks.DenyInternal(errors.New("no decision from the gateway in time"))))
 	})
@@ -108,7 +111,7 @@ func gate(stdin io.Reader, stdout, stderr io.Writer, exit2 bool) int {
 // tap sends the event, or spools it when the gateway cannot take it; after
 // a delivery it drains what earlier runs spooled. It always exits 0.
 func tap(stdin io.Reader, stderr io.Writer) int {
-	deadline := time.Now().Add(hookDeadline())
+	deadline := time.Now().Add(hookDeadline(DefaultHookDeadline))
 	data, err := io.ReadAll(io.LimitReader(stdin, tapMaxInput+1))
 	if err != nil || len(data) > tapMaxInput {
 		fmt.Fprintf(stderr, "toolgate tap: hook input unreadable or over %d bytes; not recorded\n", tapMaxInput)

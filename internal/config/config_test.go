@@ -61,8 +61,8 @@ func TestParseErrors(t *testing.T) {
 			yaml: "agents:\n  demo:\n    rules:\n      - deny: 'true'\n      - allow: 'true'\n        deny: 'false'\n        reason: x\n      - reason: y\n",
 			want: []string{
 				`c.yaml:4: agents.demo.rules[0].reason: required: say why, it is shown to the agent and in the audit log`,
-				`c.yaml:5: agents.demo.rules[1]: a rule has either deny or allow, not both; split it into two rules`,
-				`c.yaml:8: agents.demo.rules[2]: a rule needs one of deny or allow (a CEL expression)`,
+				`c.yaml:5: agents.demo.rules[1]: a rule has one of deny, allow or ask, not several; split it into rules`,
+				`c.yaml:8: agents.demo.rules[2]: a rule needs one of deny, allow or ask (a CEL expression)`,
 			},
 		},
 		{

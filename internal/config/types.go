@@ -61,6 +61,9 @@ type Agent struct {
 	Rules     []Rule   `yaml:"rules"`
 	// Default is the decision when no rule matches an enabled tool: allow (default) or deny.
 	Default string `yaml:"default"`
+	// AskTimeout bounds how long a call an ask rule matched waits for a
+	// person (default 2m; Claude Code's gate waits within its hook timeout).
+	AskTimeout time.Duration `yaml:"askTimeout"`
 	// Egress lets the sandbox reach the network through the gateway's guard;
 	// nil: the sandbox has no way out at all.
 	Egress *Egress `yaml:"egress"`
@@ -102,9 +105,12 @@ type Core struct {
 
 // Rule is a CEL expression with a decision. Exactly one of Deny and Allow is set.
 type Rule struct {
-	Name   string `yaml:"name"`
-	Deny   string `yaml:"deny"`
-	Allow  string `yaml:"allow"`
+	Name  string `yaml:"name"`
+	Deny  string `yaml:"deny"`
+	Allow string `yaml:"allow"`
+	// Ask sends a matching call to a person (toolgate approvals); it
+	// waits up to the agent's askTimeout and is denied without an answer.
+	Ask    string `yaml:"ask"`
 	Reason string `yaml:"reason"`
 	// Mode shadow evaluates the rule and records its would-be verdict in
 	// the entry's detail without enforcing it; enforce (the default) bites.

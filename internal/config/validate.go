@@ -20,6 +20,7 @@ const (
 	DefaultCPUs        = 1.0
 	DefaultPids        = 256
 	DefaultExecTimeout = 10 * time.Minute
+	DefaultAskTimeout  = 2 * time.Minute
 	DefaultMaxOutput   = 1 << 20
 	DefaultMaxReadFile = 10 << 20
 	DefaultMaxWrite    = 64 << 20
@@ -195,6 +196,7 @@ func (d *decoder) agent(path string, a *Agent, plugins map[string]Plugin, home s
 	}
 	d.positive(lp+".pids", l.Pids)
 	d.positive(lp+".execTimeout", int64(l.ExecTimeout))
+	d.positive(path+".askTimeout", int64(a.AskTimeout))
 	d.positive(lp+".maxOutput", l.MaxOutput)
 	d.positive(lp+".maxReadFile", l.MaxReadFile)
 	d.positive(lp+".maxWrite", l.MaxWrite)
@@ -220,11 +222,11 @@ func (d *decoder) agent(path string, a *Agent, plugins map[string]Plugin, home s
 
 	for i, r := range a.Rules {
 		rp := fmt.Sprintf("%s.rules[%d]", path, i)
-		switch {
-		case r.Deny == "" && r.Allow == "":
-			d.errorf(d.at(rp), rp, "a rule needs one of deny or allow (a CEL expression)")
-		case r.Deny != "" && r.Allow != "":
-			d.errorf(d.at(rp), rp, "a rule has either deny or allow, not both; split it into two rules")
+		switch n := btoi(r.Deny != "") + btoi(r.Allow != "") + btoi(r.Ask != ""); {
+		case n == 0:
+			d.errorf(d.at(rp), rp, "a rule needs one of deny, allow or ask (a CEL expression)")
+		case n > 1:
+			d.errorf(d.at(rp), rp, "a rule has one of deny, allow or ask, not several; split it into rules")
 		}
 		if strings.TrimSpace(r.Reason) == "" {
 			d.errorf(d.at(rp), rp+".reason", "required: say why, it is shown to the agent and in the audit log")
@@ -262,6 +264,7 @@ func merge(a, def *Agent) {
 	a.Image = or(a.Image, def.Image)
 	a.User = or(a.User, def.User)
 	a.Default = or(a.Default, def.Default)
+	a.AskTimeout = or(a.AskTimeout, def.AskTimeout)
 	l, dl := &a.Limits, &def.Limits
 	l.Memory = or(l.Memory, dl.Memory)
 	l.CPUs = or(l.CPUs, dl.CPUs)
@@ -294,6 +297,7 @@ func builtins(a *Agent, home, name string) {
 	a.Workspace = or(a.Workspace, filepath.Join(home, "agents", name, "workspace"))
 	a.User = or(a.User, DefaultUser)
 	a.Default = or(a.Default, "allow")
+	a.AskTimeout = or(a.AskTimeout, DefaultAskTimeout)
 	l := &a.Limits
 	l.Memory = or(l.Memory, DefaultMemory)
 	l.CPUs = or(l.CPUs, DefaultCPUs)
@@ -348,4 +352,11 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/adminapi"
 	"github.com/toolgate/toolgate/internal/agentsock"
+	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/config"
@@ -64,6 +65,8 @@ type Daemon struct {
 	// upstreams are the upstream MCP servers' connections: they outlive a
 	// reload and end with the daemon.
 	upstreams *upstream.Pool
+	// approvals are the calls waiting for a person.
+	approvals *approval.Store
 }
 
 // Run starts the gateway and serves until ctx ends or SIGTERM/SIGINT arrives.
@@ -140,7 +143,9 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	d := &Daemon{opts: opts, log: log, audit: aw, docker: mgr, client: client, built: built, lock: lock, upstreams: ups}
 	d.bounder = audit.NewBounder(cfg.Gateway.Audit.MaxArgBytes)
 	d.bounder.AddSecrets(built.Secrets.Values()...)
-	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: mgr, BoundArgs: d.bounder.Bound, Logger: log, AsyncResults: true}, built.Snapshot)
+	d.approvals = approval.New()
+	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: mgr, BoundArgs: d.bounder.Bound, Logger: log, AsyncResults: true,
+		Approvals: d.approvals}, built.Snapshot)
 
 	nofile, err := connlimit.Nofile()
 	if err != nil {
@@ -168,7 +173,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		d.close()
 		return nil, err
 	}
-	api := &adminapi.Server{Gateway: d.gw, Tokens: tokens, Status: d.status, Explain: d.explain,
+	api := &adminapi.Server{Gateway: d.gw, Tokens: tokens, Status: d.status, Explain: d.explain, Approvals: d.approvals,
 		Observations: connlimit.Unbounded(hs.Ingest())} // a transcript may be piped in as it is written
 	host := http.NewServeMux()
 	host.Handle("/mcp", auth.Require(tokens, auth.ScopeMCP, mcp.RouteOptions(api.RecordRefusal))(d.door.Handler(mcp.TokenIdentity)))
@@ -363,6 +368,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var errs []error
+	// Calls waiting for a person are denied first, on the record, so no
+	// connection stays open for an answer that cannot come.
+	d.approvals.Close()
 	for _, s := range d.servers {
 		errs = append(errs, s.Shutdown(ctx))
 	}

@@ -46,7 +46,7 @@ func Build(cfg *config.Config, ups *upstream.Pool) (*Built, error) {
 		Decider: eng,
 	}}
 	for name, a := range cfg.Agents {
-		b.Snapshot.Agents[name] = gateway.AgentInfo{Name: name, Workspace: sandbox.WorkspacePath, HostDir: a.Workspace}
+		b.Snapshot.Agents[name] = gateway.AgentInfo{Name: name, Workspace: sandbox.WorkspacePath, HostDir: a.Workspace, AskTimeout: a.AskTimeout}
 	}
 	limits := func(agent string) config.Limits {
 		if a, ok := cfg.Agents[agent]; ok {

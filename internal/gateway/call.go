@@ -65,6 +65,9 @@ type Decision struct {
 	Allow  bool   `json:"allow"`
 	Rule   string `json:"rule"` // the rule that decided, e.g. "rules[2]" or "tools.allowlist"
 	Reason string `json:"reason"`
+	// Ask: a rule sends the call to a person; the gateway waits for an
+	// answer and records the final allow or deny.
+	Ask bool `json:"ask,omitempty"`
 	// Shadow is what rules in shadow mode would have decided, when one of
 	// them matched: recorded in the entry's detail, never enforced.
 	Shadow *Shadow `json:"shadow,omitempty"`
@@ -80,7 +83,10 @@ type Shadow struct {
 
 // Verdict renders the decision as it appears in the audit log.
 func (d Decision) Verdict() string {
-	if d.Allow {
+	switch {
+	case d.Ask:
+		return "ask"
+	case d.Allow:
 		return "allow"
 	}
 	return "deny"

@@ -10,6 +10,9 @@ import (
 const (
 	PhaseDecision = "decision"
 	PhaseResult   = "result"
+	// PhaseAsk is written, durably, before a call waits for a person; the
+	// decision entry that follows holds the answer.
+	PhaseAsk = "ask"
 )
 
 // Entry is one audit line. Field order is the order on disk; Prev and Hash are

@@ -47,6 +47,8 @@ type Options struct {
 	// strings cut, secrets redacted). Nil keeps them as sent.
 	BoundArgs func(json.RawMessage) json.RawMessage
 	Logger    *slog.Logger
+	// Approvals holds calls a rule sends to a person; nil denies them.
+	Approvals Approver
 	// AsyncResults lets a call's caller have its outcome without waiting
 	// for the result entry's fsync, when the sink is an AuditQueue. The
 	// decision entry is always durable before the call runs; the result is
@@ -111,6 +113,12 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 	start := time.Now()
 	call.ID = NewID()
 	tool, dec := g.decide(snap, call)
+	if dec.Ask {
+		var err error
+		if dec, err = g.ask(ctx, snap, call, tool, dec); err != nil {
+			return nil, err
+		}
+	}
 	entry := g.entry(call, tool, dec)
 	if err := g.opts.Audit.Append(entry); err != nil {
 		g.opts.Logger.Error("audit append failed; call refused", "id", call.ID, "agent", call.Agent, "tool", call.Tool, "err", err)
@@ -154,6 +162,34 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 		g.opts.Logger.Error("audit append of result failed", "id", call.ID, "err", aerr)
 	}
 	return res, err
+}
+
+// ask records that a call waits for a person, waits for the answer and
+// returns the final decision, with who answered and when in its detail.
+// Without an approver, or when the ask cannot be recorded, nobody can
+// answer: the call is denied (or refused).
+func (g *Gateway) ask(ctx context.Context, snap *Snapshot, call *Call, tool Tool, dec Decision) (Decision, error) {
+	final := Decision{Rule: dec.Rule, Shadow: dec.Shadow}
+	if g.opts.Approvals == nil {
+		final.Reason = dec.Reason + " (asks a person, and this gateway has no one to ask)"
+		return final, nil
+	}
+	pending := g.entry(call, tool, dec)
+	pending.Phase = PhaseAsk
+	if err := g.opts.Audit.Append(pending); err != nil {
+		g.opts.Logger.Error("audit append failed; call refused", "id", call.ID, "agent", call.Agent, "tool", call.Tool, "err", err)
+		return final, fmt.Errorf("%w: %v", ErrAuditUnavailable, err)
+	}
+	a := g.opts.Approvals.Await(ctx, call, dec, snap.Agents[call.Agent].AskTimeout)
+	final.Allow = a.Allow
+	final.Reason = dec.Reason + " — " + a.Reason
+	call.Detail = maps.Clone(call.Detail)
+	if call.Detail == nil {
+		call.Detail = map[string]any{}
+	}
+	call.Detail["approval"] = map[string]any{"outcome": a.Outcome, "by": a.By, "at": a.At.UTC(),
+		"waitedMs": float64(a.Waited.Microseconds()) / 1000}
+	return final, nil
 }
 
 func (g *Gateway) begin() {

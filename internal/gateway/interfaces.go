@@ -50,6 +50,26 @@ type AgentInfo struct {
 	Name      string
 	Workspace string // the workspace as the sandbox sees it, e.g. /workspace
 	HostDir   string // the workspace directory on the host
+	// AskTimeout bounds how long a call a rule sends to a person waits;
+	// zero is the approver's default.
+	AskTimeout time.Duration
+}
+
+// Approver holds a call that a rule sent to a person until one answers.
+// Await returns the answer, or a denial when time runs out, ctx ends or the
+// gateway shuts down; it never blocks past timeout or ctx's deadline.
+type Approver interface {
+	Await(ctx context.Context, call *Call, dec Decision, timeout time.Duration) Approval
+}
+
+// Approval is how a call that waited for a person ended.
+type Approval struct {
+	Allow   bool          `json:"-"`
+	Outcome string        `json:"outcome"` // approved, denied, standing, timeout, cancelled, shutdown, refused
+	By      string        `json:"by,omitempty"`
+	At      time.Time     `json:"at"`
+	Waited  time.Duration `json:"-"`
+	Reason  string        `json:"-"`
 }
 
 // RunEnv is what a running tool may use.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"time"
 )
 
 // ClientName is the in-sandbox client's file name; a settings entry running
@@ -17,7 +18,11 @@ const ClientName = "toolgate-client"
 // Defaults for GateCommand's zero fields.
 const (
 	DefaultGateTimeout = 30 // seconds; the gate answers well inside it
-	DefaultTapTimeout  = 30
+	// MaxAskWait bounds how long the gateway holds a Claude Code hook call
+	// that a rule sends to a person, so the answer lands inside the gate's
+	// deadline and the hook's timeout.
+	MaxAskWait        = 20 * time.Second
+	DefaultTapTimeout = 30
 )
 
 // ErrInvalidSettings means the existing settings document cannot be merged

@@ -91,7 +91,7 @@ func (ap *agentPolicy) example(r *rule, x config.Example, want bool, field strin
 	match, err := r.eval(act)
 	if err != nil {
 		res.Error = err.Error()
-		match = r.deny // as in decide: an erroring deny rule denies
+		match = r.deny || r.ask // as in decide: an erroring deny (or ask) rule fires
 	}
 	res.Got = match
 	return res

@@ -28,6 +28,7 @@ type agentPolicy struct {
 	rules   []*rule         // file order, for Explain
 	denies  []*rule         // file order
 	allows  []*rule         // file order
+	asks    []*rule         // file order
 	shadows []*rule         // mode: shadow, file order; never enforced
 	dflt    gateway.Decision
 	egress  *netrule.Policy // nil: the agent has no egress
@@ -38,6 +39,7 @@ type rule struct {
 	reason string
 	expr   string
 	deny   bool
+	ask    bool
 	shadow bool
 	line   int
 	prg    cel.Program
@@ -111,9 +113,12 @@ func compile(cfg *config.Config) (*Engine, error) {
 				field = fmt.Sprintf("defaults.rules[%d]", i)
 			}
 			rl := &rule{name: ruleName(r, i), reason: r.Reason, line: r.Line, expr: r.Allow}
-			if r.Deny != "" {
+			switch {
+			case r.Deny != "":
 				rl.deny, rl.expr, field = true, r.Deny, field+".deny"
-			} else {
+			case r.Ask != "":
+				rl.ask, rl.expr, field = true, r.Ask, field+".ask"
+			default:
 				field += ".allow"
 			}
 			rl.prg = c.compile(rl.expr, r.Line, field)
@@ -124,6 +129,8 @@ func compile(cfg *config.Config) (*Engine, error) {
 				ap.shadows = append(ap.shadows, rl)
 			case rl.deny:
 				ap.denies = append(ap.denies, rl)
+			case rl.ask:
+				ap.asks = append(ap.asks, rl)
 			default:
 				ap.allows = append(ap.allows, rl)
 			}
@@ -287,12 +294,22 @@ func (ap *agentPolicy) enforce(act *activation, dflt gateway.Decision) gateway.D
 			return r.denial(err)
 		}
 	}
+	for _, r := range ap.asks {
+		// Like a deny, an ask that cannot be evaluated asks.
+		if match, err := r.eval(act); match || err != nil {
+			return r.asking()
+		}
+	}
 	for _, r := range ap.allows {
 		if match, err := r.eval(act); match && err == nil {
 			return gateway.Decision{Allow: true, Rule: r.name, Reason: r.reason}
 		}
 	}
 	return dflt
+}
+
+func (r *rule) asking() gateway.Decision {
+	return gateway.Decision{Ask: true, Rule: r.name, Reason: r.reason}
 }
 
 // shadow evaluates the shadow-mode rules and says what the decision would
@@ -308,7 +325,7 @@ func (ap *agentPolicy) shadow(act *activation, d, dflt gateway.Decision) *gatewa
 	for _, r := range ap.shadows {
 		match, err := r.eval(act)
 		hit := match && err == nil
-		if r.deny {
+		if r.deny || r.ask {
 			hit = match || err != nil
 		}
 		if !hit {
@@ -320,8 +337,10 @@ func (ap *agentPolicy) shadow(act *activation, d, dflt gateway.Decision) *gatewa
 		s.Matched = append(s.Matched, r.name)
 		byDefault := would.Allow == dflt.Allow && would.Rule == dflt.Rule
 		switch {
-		case r.deny && (would.Allow || byDefault):
+		case r.deny && (would.Allow || would.Ask || byDefault):
 			would = r.denial(err)
+		case r.ask && (would.Allow || byDefault):
+			would = r.asking()
 		case !r.deny && byDefault:
 			would = gateway.Decision{Allow: true, Rule: r.name, Reason: r.reason}
 		}
@@ -334,12 +353,15 @@ func (ap *agentPolicy) shadow(act *activation, d, dflt gateway.Decision) *gatewa
 
 // explain evaluates all rules and reaches the same decision as the fast path.
 func (ap *agentPolicy) explain(act *activation, x *Explanation, dflt gateway.Decision) gateway.Decision {
-	var deny, allow *gateway.Decision
+	var deny, ask, allow *gateway.Decision
 	for _, r := range ap.rules {
 		match, err := r.eval(act)
 		res := RuleResult{Name: r.name, Effect: "allow", Expr: r.expr, Line: r.line, Result: fmt.Sprint(match)}
-		if r.deny {
+		switch {
+		case r.deny:
 			res.Effect = "deny"
+		case r.ask:
+			res.Effect = "ask"
 		}
 		if r.shadow {
 			res.Effect += "/shadow"
@@ -353,6 +375,9 @@ func (ap *agentPolicy) explain(act *activation, x *Explanation, dflt gateway.Dec
 		case r.deny && (match || err != nil) && deny == nil:
 			d := r.denial(err)
 			deny = &d
+		case r.ask && (match || err != nil) && ask == nil:
+			d := r.asking()
+			ask = &d
 		case !r.deny && match && err == nil && allow == nil:
 			allow = &gateway.Decision{Allow: true, Rule: r.name, Reason: r.reason}
 		}
@@ -360,6 +385,8 @@ func (ap *agentPolicy) explain(act *activation, x *Explanation, dflt gateway.Dec
 	switch {
 	case deny != nil:
 		return *deny
+	case ask != nil:
+		return *ask
 	case allow != nil:
 		return *allow
 	}

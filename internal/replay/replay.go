@@ -40,6 +40,10 @@ type Outcome struct {
 // Change classifies an outcome.
 func (o Outcome) Change() string {
 	switch {
+	case o.Now.Ask && o.Was.Rule == o.Now.Rule:
+		return "" // a person decided, as the candidate would have them do
+	case o.Now.Ask:
+		return "→ask"
 	case o.Was.Allow && !o.Now.Allow:
 		return "allowed→denied"
 	case !o.Was.Allow && o.Now.Allow:
@@ -57,6 +61,7 @@ type Summary struct {
 	AllowedToDenied int `json:"allowed_to_denied"`
 	DeniedToAllowed int `json:"denied_to_allowed"`
 	RuleChanged     int `json:"rule_changed"`
+	ToAsk           int `json:"to_ask"` // would now wait for a person
 	Approximate     int `json:"approximate"`
 	Skipped         int `json:"skipped"` // not decisions policy makes (admin refusals, observations, results)
 }
@@ -74,6 +79,8 @@ func (s *Summary) Add(o Outcome) {
 		s.AllowedToDenied++
 	case "denied→allowed":
 		s.DeniedToAllowed++
+	case "→ask":
+		s.ToAsk++
 	default:
 		s.RuleChanged++
 	}

@@ -14,6 +14,7 @@
 package hookserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -186,7 +187,10 @@ func (s *Server) preToolUse(w http.ResponseWriter, r *http.Request) {
 	}
 	call.Agent = agent
 	withPeer(r, call)
-	_, err = s.opts.Gateway.Handle(r.Context(), call, nil)
+	// A call a rule sends to a person waits inside the gate's deadline.
+	ctx, cancel := context.WithTimeout(r.Context(), hooks.MaxAskWait)
+	defer cancel()
+	_, err = s.opts.Gateway.Handle(ctx, call, nil)
 	var denied *gateway.DeniedError
 	switch {
 	case err == nil:

@@ -1,0 +1,77 @@
+package adminapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/approval"
+	"github.com/toolgate/toolgate/internal/auth"
+	"github.com/toolgate/toolgate/internal/wire"
+)
+
+// ApprovalAnswer is a person's answer to a call waiting for approval.
+type ApprovalAnswer struct {
+	Approve  bool   `json:"approve"`
+	Reason   string `json:"reason,omitempty"`
+	For      string `json:"for,omitempty"` // a duration: the approval stands this long
+	SameArgs bool   `json:"same_args,omitempty"`
+}
+
+// maxAnswer bounds an answer's body; a reason is a sentence.
+const maxAnswer = 16 << 10
+
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
+	wire.WriteJSON(w, s.Approvals.List())
+}
+
+func (s *Server) answerApproval(w http.ResponseWriter, r *http.Request) {
+	var in ApprovalAnswer
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAnswer))
+	if err == nil {
+		err = json.Unmarshal(body, &in)
+	}
+	if err != nil {
+		wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Message: "answer: " + err.Error()})
+		return
+	}
+	a := approval.Answer{Approve: in.Approve, Reason: in.Reason, SameArgs: in.SameArgs, By: "admin"}
+	if in.For != "" {
+		if a.For, err = time.ParseDuration(in.For); err != nil {
+			wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Message: fmt.Sprintf("for: %q is not a duration (e.g. 1h)", in.For)})
+			return
+		}
+	}
+	if t, ok := auth.TokenFrom(r.Context()); ok {
+		a.By = "admin token " + t.ID
+	}
+	switch err := s.Approvals.Answer(r.PathValue("id"), a); {
+	case errors.Is(err, approval.ErrNotFound):
+		wire.WriteError(w, http.StatusNotFound, &wire.Error{Code: "not_found", Message: err.Error()})
+	case err != nil:
+		wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Message: err.Error()})
+	default:
+		wire.WriteJSON(w, map[string]string{"status": "answered"})
+	}
+}
+
+// Approvals lists the calls waiting for a person.
+func (c *Client) Approvals(ctx context.Context) ([]approval.Pending, error) {
+	var out []approval.Pending
+	return out, c.getJSON(ctx, http.MethodGet, "/v1/approvals", nil, &out)
+}
+
+// Answer approves or denies a waiting call.
+func (c *Client) Answer(ctx context.Context, id string, a ApprovalAnswer) error {
+	body, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	var ok struct{}
+	return c.getJSON(ctx, http.MethodPost, "/v1/approvals/"+url.PathEscape(id), body, &ok)
+}
