@@ -108,6 +108,9 @@ type Options struct {
 	PollEvery time.Duration
 	// SessionTimeout closes sessions idle this long.
 	SessionTimeout time.Duration
+	// MaxSessions caps the sessions of one identity; a new one over the cap
+	// closes the one idle longest (DefaultMaxSessions).
+	MaxSessions int
 	// Generation moves whenever a tool may have been withheld or released
 	// (the upstream pin store's), so the next request re-checks at once;
 	// nil leaves that to the poll.
@@ -132,9 +135,10 @@ type Door struct {
 
 // identityDoor is one identity's server and session table.
 type identityDoor struct {
-	id      Identity
-	server  *sdk.Server
-	handler *sdk.StreamableHTTPHandler
+	id       Identity
+	server   *sdk.Server
+	handler  *sdk.StreamableHTTPHandler
+	sessions *sessionTable
 
 	mu    sync.Mutex
 	snap  *gateway.Snapshot       // tools last synced from
@@ -156,6 +160,9 @@ func New(gw *gateway.Gateway, opts Options) *Door {
 	}
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = DefaultSessionTimeout
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"
@@ -204,7 +211,7 @@ func (d *Door) Handler(id IdentifyFunc) http.Handler {
 		if !ident.SkillsOnly {
 			d.syncTools(idd, snap, false)
 		}
-		idd.handler.ServeHTTP(w, r)
+		idd.serve(w, r)
 	})
 }
 
@@ -389,15 +396,17 @@ func (d *Door) door(id Identity) *identityDoor {
 	if !id.SkillsOnly {
 		caps.Tools = &sdk.ToolCapabilities{ListChanged: true}
 	}
+	idd := &identityDoor{id: id, sessions: newSessionTable(d.opts.MaxSessions),
+		tools: map[string]string{}, res: map[string]*skillRecord{}}
 	server := sdk.NewServer(&sdk.Implementation{Name: "toolgate", Version: d.opts.Version}, &sdk.ServerOptions{
 		Capabilities: caps,
 		Instructions: "toolgate: every tool call is decided by policy and audited. Skills are resources skill://global/NAME and skill://AGENT/NAME.",
 		// Subscriptions are tracked by the SDK; ResourceUpdated reaches subscribers.
-		SubscribeHandler:   func(context.Context, *sdk.SubscribeRequest) error { return nil },
+		SubscribeHandler:   idd.subscribe,
 		UnsubscribeHandler: func(context.Context, *sdk.UnsubscribeRequest) error { return nil },
 	})
 	server.AddReceivingMiddleware(checkResourceURIs)
-	idd := &identityDoor{id: id, server: server, tools: map[string]string{}, res: map[string]*skillRecord{}}
+	idd.server = server
 	idd.handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return server },
 		&sdk.StreamableHTTPOptions{SessionTimeout: d.opts.SessionTimeout, MaxRequestBodyBytes: d.opts.MaxBody})
 	d.syncSkills(idd, d.skills.current())
