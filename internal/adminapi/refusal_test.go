@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,7 +46,7 @@ type refusalEnv struct {
 	adminTok string
 }
 
-func newRefusalEnv(t *testing.T, burst int, every time.Duration) *refusalEnv {
+func newRefusalEnv(t testing.TB, burst int, every time.Duration) *refusalEnv {
 	t.Helper()
 	home := t.TempDir()
 	e := &refusalEnv{dir: filepath.Join(home, "logs")}
@@ -190,7 +191,7 @@ func TestRefusalFloodFromOneSource(t *testing.T) {
 }
 
 // validCall makes an admin call and returns its audit id.
-func (e *refusalEnv) validCall(t *testing.T, client *http.Client) string {
+func (e *refusalEnv) validCall(t testing.TB, client *http.Client) string {
 	req, _ := http.NewRequest("POST", e.srv.URL+"/v1/agents/demo/tools/echo/call", strings.NewReader(`{"x":1}`))
 	req.Header.Set("Authorization", "Bearer "+e.adminTok)
 	resp, err := client.Do(req)
@@ -204,4 +205,50 @@ func (e *refusalEnv) validCall(t *testing.T, client *http.Client) string {
 		t.Errorf("valid call during the flood: %d %s", resp.StatusCode, body)
 	}
 	return resp.Header.Get("Toolgate-Call-Id")
+}
+
+// BenchmarkCallDuringRefusalFlood: a valid admin call's latency alone and
+// while 4 workers send bad-token requests as fast as they can, at the
+// default refusal limits (refusals past the burst cost no audit write), with
+// the refusals served per second.
+func BenchmarkCallDuringRefusalFlood(b *testing.B) {
+	for _, flood := range []bool{false, true} {
+		b.Run(map[bool]string{false: "quiet", true: "flood"}[flood], func(b *testing.B) {
+			e := newRefusalEnv(b, 0, 0)
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			var refused atomic.Int64
+			if flood {
+				for range 4 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						client := &http.Client{}
+						for {
+							select {
+							case <-stop:
+								return
+							default:
+							}
+							req, _ := http.NewRequest("GET", e.srv.URL+"/v1/agents", nil)
+							req.Header.Set("Authorization", "Bearer not-a-token")
+							if resp, err := client.Do(req); err == nil {
+								io.Copy(io.Discard, resp.Body)
+								resp.Body.Close()
+								refused.Add(1)
+							}
+						}
+					}()
+				}
+			}
+			client := &http.Client{}
+			for b.Loop() {
+				e.validCall(b, client)
+			}
+			b.StopTimer()
+			close(stop)
+			wg.Wait()
+			b.ReportMetric(float64(refused.Load())/b.Elapsed().Seconds(), "refusals/s")
+		})
+	}
 }
