@@ -67,6 +67,20 @@ type Agent struct {
 	// Egress lets the sandbox reach the network through the gateway's guard;
 	// nil: the sandbox has no way out at all.
 	Egress *Egress `yaml:"egress"`
+	// Rates limit allowed calls by tool or kind: a call over a limit is
+	// denied, with the limit as its reason. An agent's own list replaces
+	// the defaults' list.
+	Rates []Rate `yaml:"rates"`
+}
+
+// Rate is one limit on an agent's calls. Tool or Kind selects the calls
+// (neither: all of them); each non-zero limit applies.
+type Rate struct {
+	Tool        string `yaml:"tool"`
+	Kind        string `yaml:"kind"`
+	PerMinute   int    `yaml:"perMinute"`                 // calls per minute (a bucket of this size, refilled evenly)
+	Concurrent  int    `yaml:"concurrent"`                // calls running at once
+	BytesPerDay int64  `yaml:"bytesPerDay" config:"size"` // egress bytes both ways per UTC day
 }
 
 // Egress is an agent's outbound network policy. Fields tagged config:"size"

@@ -28,6 +28,9 @@ const (
 	DefaultMaxArgBytes = 1024
 )
 
+// rateKinds are the call kinds a rate may select.
+var rateKinds = []string{"core_tool", "tool", "hook", "egress", "model"}
+
 // minMemory is the smallest memory limit Docker accepts.
 const minMemory = 6 << 20
 
@@ -197,6 +200,24 @@ func (d *decoder) agent(path string, a *Agent, plugins map[string]Plugin, home s
 	d.positive(lp+".pids", l.Pids)
 	d.positive(lp+".execTimeout", int64(l.ExecTimeout))
 	d.positive(path+".askTimeout", int64(a.AskTimeout))
+	for i, r := range a.Rates {
+		rp := fmt.Sprintf("%s.rates[%d]", path, i)
+		switch {
+		case r.Tool != "" && r.Kind != "":
+			d.errorf(d.at(rp), rp, "a rate selects calls by tool or by kind, not both")
+		case r.Kind != "" && !slices.Contains(rateKinds, r.Kind):
+			d.errorf(d.at(rp+".kind"), rp+".kind", "%q: kinds are %s", r.Kind, strings.Join(rateKinds, ", "))
+		}
+		if r.PerMinute == 0 && r.Concurrent == 0 && r.BytesPerDay == 0 {
+			d.errorf(d.at(rp), rp, "a rate needs perMinute, concurrent or bytesPerDay")
+		}
+		if r.PerMinute < 0 || r.Concurrent < 0 || r.BytesPerDay < 0 {
+			d.errorf(d.at(rp), rp, "limits are positive numbers")
+		}
+		if r.BytesPerDay > 0 && r.Kind != "egress" && r.Tool != "egress" {
+			d.errorf(d.at(rp+".bytesPerDay"), rp+".bytesPerDay", "bytesPerDay counts egress bytes: use it with kind: egress")
+		}
+	}
 	d.positive(lp+".maxOutput", l.MaxOutput)
 	d.positive(lp+".maxReadFile", l.MaxReadFile)
 	d.positive(lp+".maxWrite", l.MaxWrite)
@@ -279,6 +300,9 @@ func merge(a, def *Agent) {
 	a.Core.Exec = or(a.Core.Exec, def.Core.Exec)
 	if a.Tools == nil {
 		a.Tools = slices.Clone(def.Tools)
+	}
+	if a.Rates == nil {
+		a.Rates = slices.Clone(def.Rates)
 	}
 	rules := make([]Rule, 0, len(def.Rules)+len(a.Rules))
 	for i, r := range def.Rules {

@@ -22,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/internal/adminapi"
 	"github.com/toolgate/toolgate/internal/agentsock"
 	"github.com/toolgate/toolgate/internal/approval"
+	"github.com/toolgate/toolgate/internal/ratelimit"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/config"
@@ -67,6 +68,9 @@ type Daemon struct {
 	upstreams *upstream.Pool
 	// approvals are the calls waiting for a person.
 	approvals *approval.Store
+	// rates count calls against the agents' rate limits; they outlive a
+	// reload, so a config change does not reset a budget.
+	rates *ratelimit.Limiter
 }
 
 // Run starts the gateway and serves until ctx ends or SIGTERM/SIGINT arrives.
@@ -144,8 +148,10 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	d.bounder = audit.NewBounder(cfg.Gateway.Audit.MaxArgBytes)
 	d.bounder.AddSecrets(built.Secrets.Values()...)
 	d.approvals = approval.New()
+	d.rates = ratelimit.New()
+	d.rates.Configure(cfg)
 	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: mgr, BoundArgs: d.bounder.Bound, Logger: log, AsyncResults: true,
-		Approvals: d.approvals}, built.Snapshot)
+		Approvals: d.approvals, Limiter: d.rates}, built.Snapshot)
 
 	nofile, err := connlimit.Nofile()
 	if err != nil {
@@ -242,6 +248,7 @@ func (d *Daemon) swap(ctx context.Context, built *Built) error {
 	d.built = built
 	d.mu.Unlock()
 	d.gw.Swap(built.Snapshot)
+	d.rates.Configure(cfg)
 	d.log.Info("configuration reloaded", "agents", len(cfg.Agents))
 	if old.Config.Gateway.Listen != cfg.Gateway.Listen || old.Config.Gateway.Audit != cfg.Gateway.Audit ||
 		old.Config.Gateway.ClientBinary != cfg.Gateway.ClientBinary {

@@ -49,6 +49,8 @@ type Options struct {
 	Logger    *slog.Logger
 	// Approvals holds calls a rule sends to a person; nil denies them.
 	Approvals Approver
+	// Limiter applies rate limits and budgets to allowed calls; nil: none.
+	Limiter Limiter
 	// AsyncResults lets a call's caller have its outcome without waiting
 	// for the result entry's fsync, when the sink is an AuditQueue. The
 	// decision entry is always durable before the call runs; the result is
@@ -117,6 +119,14 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 		var err error
 		if dec, err = g.ask(ctx, snap, call, tool, dec); err != nil {
 			return nil, err
+		}
+	}
+	if dec.Allow && g.opts.Limiter != nil {
+		done, over := g.opts.Limiter.Admit(call)
+		if over != nil {
+			dec = *over
+		} else {
+			defer done()
 		}
 	}
 	entry := g.entry(call, tool, dec)

@@ -293,3 +293,37 @@ func TestShadowRecorded(t *testing.T) {
 		t.Error("the call's detail map was written")
 	}
 }
+
+type capLimiter struct{ admitted, done int }
+
+func (l *capLimiter) Admit(call *Call) (func(), *Decision) {
+	if l.admitted >= 1 {
+		return nil, &Decision{Rule: "rate.echo", Reason: "over 1 echo call per minute"}
+	}
+	l.admitted++
+	return func() { l.done++ }, nil
+}
+
+// TestLimiterDenialRecorded: a call over a limit is a recorded denial that
+// never runs; an admitted call ends its count when it ends.
+func TestLimiterDenialRecorded(t *testing.T) {
+	sink, tool, lim := &memSink{}, &fakeTool{}, &capLimiter{}
+	g := New(Options{Audit: sink, Limiter: lim}, &Snapshot{Agents: map[string]AgentInfo{"a": {Name: "a"}},
+		Tools: map[string]Tool{"echo": tool}, Decider: denyTool{}})
+	if _, err := g.Handle(context.Background(), &Call{Agent: "a", Tool: "echo", Args: json.RawMessage(`{}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := g.Handle(context.Background(), &Call{Agent: "a", Tool: "echo", Args: json.RawMessage(`{}`)}, nil)
+	var denied *DeniedError
+	if !errors.As(err, &denied) || denied.Decision.Rule != "rate.echo" || tool.runs != 1 || lim.done != 1 {
+		t.Fatalf("over the limit: %v, runs %d, done %d", err, tool.runs, lim.done)
+	}
+	last := sink.entries[len(sink.entries)-1]
+	if last.Decision != "deny" || last.Rule != "rate.echo" || last.Reason != "over 1 echo call per minute" {
+		t.Errorf("entry %+v", last)
+	}
+	// A policy denial is not counted against a limit.
+	if _, err := g.Handle(context.Background(), &Call{Agent: "a", Tool: "echo", Args: json.RawMessage(`{"x":"forbidden"}`)}, nil); !errors.As(err, &denied) || denied.Decision.Rule != "rules[0]" {
+		t.Errorf("policy denial: %v", err)
+	}
+}

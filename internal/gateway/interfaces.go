@@ -62,6 +62,13 @@ type Approver interface {
 	Await(ctx context.Context, call *Call, dec Decision, timeout time.Duration) Approval
 }
 
+// Limiter counts allowed calls against rate limits and budgets. Admit
+// returns done, to call when the call has ended, or the denial of a call
+// over a limit (then nothing was counted).
+type Limiter interface {
+	Admit(call *Call) (done func(), denial *Decision)
+}
+
 // Approval is how a call that waited for a person ended.
 type Approval struct {
 	Allow   bool          `json:"-"`

@@ -137,3 +137,41 @@ func str(v any) string {
 	s, _ := v.(string)
 	return s
 }
+
+// TestRateLimitSurvivesReload: calls over an agent's rate are denied on the
+// record with the limit as reason, and a reload does not reset the count.
+func TestRateLimitSurvivesReload(t *testing.T) {
+	e := newEnv(t, "rate")
+	agent := e.agents[0]
+	e.writeConfig("    rates: [{tool: exec, perMinute: 2}]\n")
+	if err := e.d.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := e.call(agent, "exec", map[string]any{"command": "true"}); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	over := func() {
+		t.Helper()
+		_, err := e.call(agent, "exec", map[string]any{"command": "true"})
+		var we *wire.Error
+		if !errors.As(err, &we) || we.Code != "denied" || we.Rule != "rate.exec" || !strings.Contains(we.Message, "over 2 exec calls per minute") {
+			t.Fatalf("over the rate: %v", err)
+		}
+	}
+	over()
+	if err := e.d.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	over()
+	if res, err := e.call(agent, "read", map[string]any{"path": "."}); err != nil && res == nil {
+		var we *wire.Error
+		if errors.As(err, &we) && we.Rule == "rate.exec" {
+			t.Errorf("a read was counted against the exec rate")
+		}
+	}
+	if n := len(e.entries(audit.Filter{Agent: agent, Decision: "deny"})); n != 2 {
+		t.Errorf("%d denials on record, want 2", n)
+	}
+}
