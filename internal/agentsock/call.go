@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
@@ -40,7 +40,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 	agent := Agent(r.Context())
 	workspace := s.gw.Snapshot().Agents[agent].Workspace
 	if workspace == "" {
-		workspace = sandbox.WorkspacePath
+		workspace = proto.WorkspacePath
 	}
 	call := &gateway.Call{Agent: agent, Tool: r.PathValue("name"), Via: "socket"}
 	if p, ok := PeerOf(r.Context()); ok {

@@ -10,9 +10,6 @@ import (
 	"path"
 )
 
-// CallPattern is the plugin-call route; {name} is the tool.
-const CallPattern = "/v1/tools/{name}/call"
-
 // maxHint bounds the correlation hints: they are ids, not documents.
 const maxHint = 256
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/connlimit"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
@@ -115,7 +116,7 @@ func New(gw *gateway.Gateway, opts Options) *Server {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{gw: gw, opts: opts, mux: http.NewServeMux(), socks: map[string]*listener{}}
-	s.mux.HandleFunc("POST "+CallPattern, s.call)
+	s.mux.HandleFunc("POST "+proto.CallPattern, s.call)
 	return s
 }
 

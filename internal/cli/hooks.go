@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/hooks"
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 func newHooksCmd(g *globals) *cobra.Command {
@@ -43,7 +43,7 @@ other hooks or settings. The file given to --merge is only read.`,
 					return err
 				}
 			}
-			out, err := hooks.MergeSettings(existing, hooks.GateCommand{Command: sandbox.ClientPath, Timeout: timeout})
+			out, err := hooks.MergeSettings(existing, hooks.GateCommand{Command: proto.ClientPath, Timeout: timeout})
 			if err != nil {
 				return fmt.Errorf("%s: %w (the file is left as it was)", merge, err)
 			}
@@ -116,6 +116,6 @@ every other settings file is the agent's to write.`,
 	}
 	cmd.Flags().BoolVar(&managed, "managed", false, "write the managed (policy) settings file")
 	cmd.Flags().StringVar(&file, "file", filepath.Join(hooks.ManagedSettingsDir, hooks.ManagedSettingsFile), "the managed settings file")
-	cmd.Flags().StringVar(&client, "client", sandbox.ClientPath, "absolute path of toolgate-client where Claude Code runs")
+	cmd.Flags().StringVar(&client, "client", proto.ClientPath, "absolute path of toolgate-client where Claude Code runs")
 	return cmd
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/replay"
-	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
 func newPolicyCmd(g *globals) *cobra.Command {
@@ -87,7 +87,7 @@ func evalCall(agent string, kind gateway.Kind, tool string, args json.RawMessage
 		return &gateway.Call{Agent: agent, Kind: kind, Tool: tool, Args: args, Via: "cli"}, nil
 	}
 	call, err := hooks.ToCall(&hooks.Input{HookEventName: hooks.EventPreToolUse, ToolName: tool,
-		ToolInput: args, Cwd: sandbox.WorkspacePath}, sandbox.WorkspacePath)
+		ToolInput: args, Cwd: proto.WorkspacePath}, proto.WorkspacePath)
 	if err != nil {
 		return nil, fmt.Errorf("hook call: %w", err)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/hooks"
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -29,7 +29,7 @@ the agent cannot switch off and which make Claude Code ignore every other hook.`
 			if err := hooks.CheckLaunch(argv); err != nil {
 				return err
 			}
-			argv, gated, err := hooks.WithGate(argv, hooks.GateCommand{Command: sandbox.ClientPath})
+			argv, gated, err := hooks.WithGate(argv, hooks.GateCommand{Command: proto.ClientPath})
 			if err != nil {
 				return err
 			}

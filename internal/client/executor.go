@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 func init() {
@@ -30,7 +30,7 @@ const drainGrace = time.Second
 func cmdExecutor(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("executor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	socket := fs.String("socket", sandbox.ExecSocketPath, "Unix socket to serve on")
+	socket := fs.String("socket", proto.ExecSocketPath, "Unix socket to serve on")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -62,7 +62,7 @@ func ListenExecutor(path string) (net.Listener, error) {
 // ServeExecutor serves exec requests on ln until it fails.
 func ServeExecutor(ln net.Listener) error {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+sandbox.ExecRoute, serveExec)
+	mux.HandleFunc("POST "+proto.ExecRoute, serveExec)
 	// Stdin streams for as long as the call runs: an idle timeout, no body deadline.
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 90 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	return srv.Serve(ln)
@@ -72,7 +72,7 @@ func ServeExecutor(ln net.Listener) error {
 // killed when the request's connection goes away.
 func serveExec(w http.ResponseWriter, r *http.Request) {
 	body := bufio.NewReaderSize(r.Body, 64<<10)
-	line, err := readLine(body, sandbox.MaxExecLine)
+	line, err := readLine(body, proto.MaxExecLine)
 	if err != nil {
 		http.Error(w, "request line: "+err.Error(), http.StatusBadRequest)
 		return
@@ -121,13 +121,13 @@ func serveExec(w http.ResponseWriter, r *http.Request) {
 		rd := pipes[i+1][0]
 		wg.Go(func() {
 			defer rd.Close()
-			buf := make([]byte, sandbox.ExecChunk)
+			buf := make([]byte, proto.ExecChunk)
 			for {
 				n, err := rd.Read(buf)
 				if n > 0 {
-					fr := &sandbox.ExecFrame{Stdout: buf[:n]}
+					fr := &proto.ExecFrame{Stdout: buf[:n]}
 					if stderr {
-						fr = &sandbox.ExecFrame{Stderr: buf[:n]}
+						fr = &proto.ExecFrame{Stderr: buf[:n]}
 					}
 					if out.write(fr) != nil {
 						gone()
@@ -155,14 +155,14 @@ func serveExec(w http.ResponseWriter, r *http.Request) {
 		<-drained
 	}
 	timedOut := c.timeout > 0 && code == ExitTimeout && time.Since(start) >= c.timeout
-	_ = out.write(&sandbox.ExecFrame{Exit: &sandbox.ExecExit{ExitCode: code, TimedOut: timedOut}})
+	_ = out.write(&proto.ExecFrame{Exit: &proto.ExecExit{ExitCode: code, TimedOut: timedOut}})
 	gone()
 }
 
 // parseExecRequest checks a request line; the environment is this
 // process's (the container's) plus the request's.
 func parseExecRequest(line []byte) (*callSpec, error) {
-	var req sandbox.ExecRequest
+	var req proto.ExecRequest
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -171,7 +171,7 @@ func parseExecRequest(line []byte) (*callSpec, error) {
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		return nil, errors.New("bad request: empty argv")
 	}
-	if req.CallID != "" && !sandbox.ValidCallID(req.CallID) {
+	if req.CallID != "" && !proto.ValidCallID(req.CallID) {
 		return nil, fmt.Errorf("bad request: invalid call id %q", req.CallID)
 	}
 	if req.Cwd != "" && !filepath.IsAbs(req.Cwd) {
@@ -220,7 +220,7 @@ func newFrameOut(w http.ResponseWriter) *frameOut {
 	return &frameOut{w: w, enc: json.NewEncoder(w)}
 }
 
-func (f *frameOut) write(fr *sandbox.ExecFrame) error {
+func (f *frameOut) write(fr *proto.ExecFrame) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err == nil {

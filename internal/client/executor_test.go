@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // testExecutor serves an executor on a temp socket and returns a client.
@@ -24,7 +24,7 @@ func testExecutor(t *testing.T) *http.Client {
 	old := callsDir
 	callsDir = t.TempDir()
 	t.Cleanup(func() { callsDir = old })
-	sock := filepath.Join(t.TempDir(), sandbox.ExecSocketName)
+	sock := filepath.Join(t.TempDir(), proto.ExecSocketName)
 	ln, err := ListenExecutor(sock)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func testExecutor(t *testing.T) *http.Client {
 
 func postExec(t *testing.T, c *http.Client, ctx context.Context, body string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://executor"+sandbox.ExecRoute, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://executor"+proto.ExecRoute, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func postExec(t *testing.T, c *http.Client, ctx context.Context, body string) *h
 
 type frames struct {
 	stdout, stderr string
-	exit           *sandbox.ExecExit
+	exit           *proto.ExecExit
 }
 
 func readAll(t *testing.T, r io.Reader) frames {
@@ -63,7 +63,7 @@ func readAll(t *testing.T, r io.Reader) frames {
 	var f frames
 	dec := json.NewDecoder(r)
 	for {
-		var fr sandbox.ExecFrame
+		var fr proto.ExecFrame
 		if err := dec.Decode(&fr); err != nil {
 			if errors.Is(err, io.EOF) {
 				return f
@@ -114,7 +114,7 @@ func TestExecutorRefusesBadRequests(t *testing.T) {
 	for _, body := range []string{
 		"{}\n", `{"argv":[]}` + "\n", `{"argv":["true"],"x":1}` + "\n", `{"argv":["true"],"callId":"../x"}` + "\n",
 		`{"argv":["true"],"timeout":"soon"}` + "\n", `{"argv":["true"],"cwd":"rel"}` + "\n", "no line",
-		`{"argv":["` + strings.Repeat("a", sandbox.MaxExecLine) + `"]}` + "\n",
+		`{"argv":["` + strings.Repeat("a", proto.MaxExecLine) + `"]}` + "\n",
 	} {
 		resp := postExec(t, c, context.Background(), body)
 		resp.Body.Close()
@@ -129,7 +129,7 @@ func TestExecutorConnectionGoneKillsGroup(t *testing.T) {
 	c := testExecutor(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	resp := postExec(t, c, ctx, `{"argv":["sh","-c","sleep 100 & echo $$; wait"]}`+"\n")
-	var fr sandbox.ExecFrame
+	var fr proto.ExecFrame
 	line, err := bufio.NewReader(resp.Body).ReadBytes('\n')
 	if err != nil || json.Unmarshal(line, &fr) != nil {
 		t.Fatalf("%q %v", line, err)

@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // The gateway's read and write run these inside the sandbox, as the sandbox
@@ -63,7 +63,7 @@ func get(path string, limit int64, w io.Writer) error {
 	case !st.Mode().IsRegular():
 		return fmt.Errorf("%s: not a regular file (%s)", path, st.Mode().Type())
 	}
-	hdr, _ := json.Marshal(sandbox.FileHeader{Size: st.Size(), Mode: uint32(st.Mode().Perm())})
+	hdr, _ := json.Marshal(proto.FileHeader{Size: st.Size(), Mode: uint32(st.Mode().Perm())})
 	if _, err := w.Write(append(hdr, '\n')); err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // putAll is put with the size and digest of content, as the gateway sends them.
@@ -38,7 +38,7 @@ func TestPutGet(t *testing.T) {
 		t.Fatal(err)
 	}
 	line, data, _ := bytes.Cut(out.Bytes(), []byte("\n"))
-	var h sandbox.FileHeader
+	var h proto.FileHeader
 	if err := json.Unmarshal(line, &h); err != nil || h.Size != 8 || h.Mode != 0o600 || string(data) != "repl" {
 		t.Fatalf("get: header %s (%v), data %q", line, err, data)
 	}

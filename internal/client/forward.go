@@ -3,7 +3,6 @@ package client
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -20,8 +19,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/egress"
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 func init() {
@@ -64,7 +62,7 @@ func NewForwarder(socket string) *Forwarder {
 type parentKey struct{}
 
 func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	parent := parentOf(r.Header.Get("Proxy-Authorization"))
+	parent := proto.ProxyCallID(r.Header.Get("Proxy-Authorization"))
 	switch {
 	case r.Method == http.MethodConnect:
 		f.connect(w, r, parent)
@@ -145,12 +143,12 @@ func (f *Forwarder) Tunnel(ctx context.Context, target, parent string) (net.Conn
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
 	req := &http.Request{
 		Method: http.MethodConnect,
-		URL:    &url.URL{Path: egress.Path},
+		URL:    &url.URL{Path: proto.EgressPath},
 		Host:   "toolgate",
-		Header: http.Header{egress.HeaderTarget: {target}, "User-Agent": {Name}},
+		Header: http.Header{proto.HeaderTarget: {target}, "User-Agent": {Name}},
 	}
 	if parent != "" {
-		req.Header.Set(egress.HeaderParent, parent)
+		req.Header.Set(proto.HeaderParent, parent)
 	}
 	br := bufio.NewReaderSize(c, 32<<10)
 	var resp *http.Response
@@ -220,33 +218,14 @@ func (c *tunnelConn) CloseWrite() error {
 	return c.Conn.Close()
 }
 
-// parentOf reads the exec call id from proxy credentials "call-ID:x", as
-// the exec's HTTP_PROXY carries them. Anything else attributes to nobody.
-func parentOf(auth string) string {
-	scheme, cred, ok := strings.Cut(auth, " ")
-	if !ok || !strings.EqualFold(scheme, "Basic") {
-		return ""
-	}
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
-	if err != nil {
-		return ""
-	}
-	user, _, _ := strings.Cut(string(raw), ":")
-	id, ok := strings.CutPrefix(user, "call-")
-	if !ok || !sandbox.ValidCallID(id) {
-		return ""
-	}
-	return id
-}
-
 // startForwarder serves the proxy from init when the sandbox has egress
 // (TOOLGATE_EGRESS=1). A failure is reported, not fatal: PID 1 must live,
 // and without the forwarder the sandbox simply has no way out.
 func startForwarder(stderr io.Writer) {
-	if os.Getenv("TOOLGATE_EGRESS") != "1" {
+	if os.Getenv(proto.EnvEgress) != "1" {
 		return
 	}
-	ln, err := net.Listen("tcp", sandbox.ProxyAddr)
+	ln, err := net.Listen("tcp", proto.ProxyAddr)
 	if err != nil {
 		fmt.Fprintf(stderr, "toolgate-client init: egress forwarder: %v\n", err)
 		return
@@ -272,7 +251,7 @@ func Forward(ln net.Listener, socket string) error {
 func cmdForward(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("forward", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	listen := fs.String("listen", sandbox.ProxyAddr, "address to serve the proxy on")
+	listen := fs.String("listen", proto.ProxyAddr, "address to serve the proxy on")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -293,5 +272,5 @@ func socketPath() string {
 	if s := os.Getenv("TOOLGATE_SOCKET"); s != "" {
 		return s
 	}
-	return sandbox.SocketPath
+	return proto.SocketPath
 }

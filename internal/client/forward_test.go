@@ -270,38 +270,3 @@ func TestForwardManyConnections(t *testing.T) {
 	f.env.WaitReleased(t, "demo")
 	t.Logf("statuses %v", count)
 }
-
-func TestParentOf(t *testing.T) {
-	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
-	tests := []struct{ auth, want string }{
-		{"Basic " + b64("call-18ecaa9a0c1c8d4a:x"), "18ecaa9a0c1c8d4a"},
-		{"basic " + b64("call-abc_DEF-1:"), "abc_DEF-1"},
-		{"Basic " + b64("call-abc"), "abc"},
-		{"Basic " + b64("abc:x"), ""},
-		{"Basic " + b64("call-:x"), ""},
-		{"Basic " + b64("call-../../etc:x"), ""},
-		{"Basic " + b64("call-a\nb:x"), ""},
-		{"Basic " + b64("call-"+strings.Repeat("a", 200)+":x"), ""},
-		{"Bearer " + b64("call-abc:x"), ""},
-		{"Basic !!!", ""},
-		{"", ""},
-	}
-	for _, tt := range tests {
-		if got := parentOf(tt.auth); got != tt.want {
-			t.Errorf("parentOf(%q) = %q, want %q", tt.auth, got, tt.want)
-		}
-	}
-}
-
-// Whatever credentials a process sends, the parent is a safe call id or nothing.
-func FuzzParentOf(f *testing.F) {
-	f.Add("Basic " + base64.StdEncoding.EncodeToString([]byte("call-abc:x")))
-	f.Add("Basic Y2FsbC0uLi86eA==")
-	f.Add("basic")
-	f.Fuzz(func(t *testing.T, auth string) {
-		p := parentOf(auth)
-		if p != "" && (len(p) > 128 || strings.ContainsAny(p, "/.:\r\n\x00 ")) {
-			t.Fatalf("parentOf(%q) = %q", auth, p)
-		}
-	})
-}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // Claude Code hook programs (reference: docs of internal/hooks). The gate
@@ -41,7 +41,7 @@ const (
 	// survives a gateway restart and a sandbox restart (tmpfs /tmp does
 	// not). The agent can read and write it either way: the spool is for
 	// delivery, not for evidence.
-	DefaultSpoolDir = sandbox.WorkspacePath + "/.toolgate/spool"
+	DefaultSpoolDir = proto.WorkspacePath + "/.toolgate/spool"
 	fallbackSpool   = "/tmp/toolgate-spool"
 )
 
@@ -102,7 +102,7 @@ func gate(stdin io.Reader, stdout, stderr io.Writer, exit2 bool) int {
 		gateway.Decision
 		ID string `json:"id"`
 	}
-	if err := post(socketPath(), "/v1/hooks/pre-tool-use", data, deadline, &ga); err != nil {
+	if err := post(socketPath(), proto.PreToolUsePath, data, deadline, &ga); err != nil {
 		return answer(hooks.DenyInternal(err))
 	}
 	return answer(ga.Decision)
@@ -129,7 +129,7 @@ func tap(stdin io.Reader, stderr io.Writer) int {
 	}
 	sock := socketPath()
 	deliver := func(ev hooks.Event) error {
-		return post(sock, "/v1/hooks/post-tool-use", ev.Body, deadline, nil)
+		return post(sock, proto.PostToolUsePath, ev.Body, deadline, nil)
 	}
 	ev := hooks.Event{ID: hooks.EventID(in), Body: body}
 	if err := deliver(ev); errors.Is(err, hooks.ErrRejected) {

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // A dead executor is restarted after a delay that doubles, up to
@@ -47,7 +47,7 @@ func cmdInit(_ []string, stderr io.Writer) int {
 			retry()
 		}
 	}
-	if fi, err := os.Stat(sandbox.ExecDirPath); err == nil && fi.IsDir() {
+	if fi, err := os.Stat(proto.ExecDirPath); err == nil && fi.IsDir() {
 		launch()
 	}
 	for {
@@ -72,7 +72,7 @@ func cmdInit(_ []string, stderr io.Writer) int {
 func startExecutor(stderr io.Writer) int {
 	self, err := os.Executable()
 	if err != nil {
-		self = sandbox.ClientPath
+		self = proto.ClientPath
 	}
 	cmd := exec.Command(self, "executor")
 	cmd.Stdout, cmd.Stderr = stderr, stderr

@@ -14,14 +14,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // ExitTimeout is the exit code of a call whose timeout was reached (as timeout(1)).
 const ExitTimeout = 124
 
 // callsDir is a variable so tests can run outside a sandbox.
-var callsDir = sandbox.CallsDir
+var callsDir = proto.CallsDir
 
 // cmdRun starts argv as the leader of a new process group, records the
 // group so `kill --call` can end it, and waits. On timeout the whole group
@@ -41,7 +41,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "toolgate-client run: no command given")
 		return 2
 	}
-	if *callID != "" && !sandbox.ValidCallID(*callID) {
+	if *callID != "" && !proto.ValidCallID(*callID) {
 		fmt.Fprintf(stderr, "toolgate-client run: invalid call id %q\n", *callID)
 		return 2
 	}
@@ -141,7 +141,7 @@ func cmdKill(args []string, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if !sandbox.ValidCallID(*callID) {
+	if !proto.ValidCallID(*callID) {
 		fmt.Fprintf(stderr, "toolgate-client kill: invalid call id %q\n", *callID)
 		return 2
 	}

@@ -25,7 +25,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/toolgate/toolgate/internal/sandbox"
 	"hash/fnv"
 	"io"
 	"path"
@@ -36,6 +35,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // LimitsFunc returns the limits of the named agent. It is consulted on every
@@ -112,7 +112,7 @@ func resolvePath(field, p string, agent gateway.AgentInfo) (string, error) {
 	if !path.IsAbs(p) {
 		ws := agent.Workspace
 		if ws == "" {
-			ws = sandbox.WorkspacePath
+			ws = proto.WorkspacePath
 		}
 		p = path.Join(ws, p)
 	}

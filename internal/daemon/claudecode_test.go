@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/hooks"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
@@ -53,7 +54,7 @@ func TestClaudeCodeGateTheAgentCannotSwitchOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	toolgate, clientBin := testenv.Binaries(t)
-	socket := filepath.Join(sandbox.AgentSpec{Workspace: e.d.config().Agents[a].Workspace}.SocketDir(), sandbox.SocketName)
+	socket := filepath.Join(sandbox.AgentSpec{Workspace: e.d.config().Agents[a].Workspace}.SocketDir(), proto.SocketName)
 
 	// The managed settings, written by the command operators run, at its
 	// default path inside the overlay.
@@ -249,7 +250,7 @@ func TestClaudeCodeInSandboxKeepsItsGate(t *testing.T) {
 		testenv.ToolUse{Name: "Bash", Input: map[string]any{"command": "rm -rf victim"}})
 	api.ListenUnix(t, filepath.Join(ws, "api.sock"))
 
-	argv, gated, err := hooks.WithGate([]string{"claude", "-p", "go", "--allowedTools", "Bash"}, hooks.GateCommand{Command: sandbox.ClientPath})
+	argv, gated, err := hooks.WithGate([]string{"claude", "-p", "go", "--allowedTools", "Bash"}, hooks.GateCommand{Command: proto.ClientPath})
 	if err != nil || !gated {
 		t.Fatalf("WithGate: %v %v", gated, err)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks/hookserver"
 	"github.com/toolgate/toolgate/internal/mcp"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
 	"github.com/toolgate/toolgate/internal/upstream"
@@ -315,7 +316,7 @@ func sockets(specs []sandbox.AgentSpec) []agentsock.Socket {
 	var socks []agentsock.Socket
 	for _, s := range specs {
 		uid, gid, _ := sandbox.ParseUser(s.UserOrDefault()) // validated with the config
-		socks = append(socks, agentsock.Socket{Agent: s.Agent, Path: filepath.Join(s.SocketDir(), sandbox.SocketName), UID: uid, GID: gid})
+		socks = append(socks, agentsock.Socket{Agent: s.Agent, Path: filepath.Join(s.SocketDir(), proto.SocketName), UID: uid, GID: gid})
 	}
 	return socks
 }

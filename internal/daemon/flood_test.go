@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -113,7 +113,7 @@ func (e *env) startListening() string {
 // agentSocketCall is one plugin call on the agent's socket, as a launcher
 // in the sandbox makes it.
 func (e *env) agentSocketCall(ctx context.Context, agent string) error {
-	sock := filepath.Join(e.home, "agents", agent, "sock", sandbox.SocketName)
+	sock := filepath.Join(e.home, "agents", agent, "sock", proto.SocketName)
 	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)

@@ -13,6 +13,7 @@ import (
 	"github.com/toolgate/toolgate/internal/plugin"
 	_ "github.com/toolgate/toolgate/internal/plugin/kinds" // every plugin kind
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/secrets"
 	"github.com/toolgate/toolgate/internal/upstream"
@@ -46,7 +47,7 @@ func Build(cfg *config.Config, ups *upstream.Pool) (*Built, error) {
 		Decider: eng,
 	}}
 	for name, a := range cfg.Agents {
-		b.Snapshot.Agents[name] = gateway.AgentInfo{Name: name, Workspace: sandbox.WorkspacePath, HostDir: a.Workspace, AskTimeout: a.AskTimeout}
+		b.Snapshot.Agents[name] = gateway.AgentInfo{Name: name, Workspace: proto.WorkspacePath, HostDir: a.Workspace, AskTimeout: a.AskTimeout}
 	}
 	limits := func(agent string) config.Limits {
 		if a, ok := cfg.Agents[agent]; ok {

@@ -22,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/internal/egress/dnstest"
 	"github.com/toolgate/toolgate/internal/egress/netrule"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -91,7 +92,7 @@ agents:
 	defer srv.Close()
 	srv.Handle(egress.Pattern, egress.NewHandler(gw))
 	uid, gid, _ := sandbox.ParseUser(specs[0].UserOrDefault())
-	if err := srv.Serve(agent, filepath.Join(specs[0].SocketDir(), sandbox.SocketName), uid, gid); err != nil {
+	if err := srv.Serve(agent, filepath.Join(specs[0].SocketDir(), proto.SocketName), uid, gid); err != nil {
 		t.Fatal(err)
 	}
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/agentsock"
 	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
@@ -25,12 +25,11 @@ import (
 // and gets "200 Connection established" followed by the tunnel, or a JSON
 // wire.Error: 400 bad target, 403 denied, 429 too many connections, 502 the
 // destination could not be reached, 503 audit unavailable.
+//
+// The path and header names are proto's, shared with the forwarder.
 const (
-	Pattern      = "CONNECT " + Path
-	Path         = "/v1/egress"
-	HeaderTarget = "Toolgate-Target"
-	HeaderParent = "Toolgate-Parent"
-	RuleLimit    = "egress.limit" // the agent's concurrent connections are all in use
+	Pattern   = "CONNECT " + proto.EgressPath
+	RuleLimit = "egress.limit" // the agent's concurrent connections are all in use
 )
 
 // Handler serves Pattern on the agent sockets. It outlives configuration
@@ -51,10 +50,10 @@ func (h *Handler) Open(agent string) int { return h.lim.Open(agent) }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	args, _ := json.Marshal(Args{Target: r.Header.Get(HeaderTarget)})
+	args, _ := json.Marshal(Args{Target: r.Header.Get(proto.HeaderTarget)})
 	call := &gateway.Call{Agent: agentsock.Agent(ctx), Kind: gateway.KindEgress, Tool: ToolName, Args: args, Via: "egress"}
 	// A hint for correlation only; kept when it could be a call id.
-	if p := r.Header.Get(HeaderParent); sandbox.ValidCallID(p) {
+	if p := r.Header.Get(proto.HeaderParent); proto.ValidCallID(p) {
 		call.Parent = p
 	}
 	if p, ok := agentsock.PeerOf(ctx); ok {

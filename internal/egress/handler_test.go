@@ -17,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/internal/egress/egresstest"
 	"github.com/toolgate/toolgate/internal/egress/netrule"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
@@ -47,10 +48,10 @@ func dial(sock, target, parent string) (*tunnel, error) {
 	}
 	req := "CONNECT /v1/egress HTTP/1.1\r\nHost: toolgate\r\n"
 	if target != "" {
-		req += egress.HeaderTarget + ": " + target + "\r\n"
+		req += proto.HeaderTarget + ": " + target + "\r\n"
 	}
 	if parent != "" {
-		req += egress.HeaderParent + ": " + parent + "\r\n"
+		req += proto.HeaderParent + ": " + parent + "\r\n"
 	}
 	tn := &tunnel{Conn: c, r: bufio.NewReader(c)}
 	resp, err := func() (*http.Response, error) {
@@ -408,7 +409,7 @@ func TestSocketBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		fmt.Fprintf(c, "CONNECT /v1/egress HTTP/1.1\r\nHost: toolgate\r\n%s: 127.0.0.1:%d\r\n\r\nearly", egress.HeaderTarget, port)
+		fmt.Fprintf(c, "CONNECT /v1/egress HTTP/1.1\r\nHost: toolgate\r\n%s: 127.0.0.1:%d\r\n\r\nearly", proto.HeaderTarget, port)
 		br := bufio.NewReader(c)
 		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 		if err != nil || resp.StatusCode != 200 {

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // Exit codes of a launcher that did not get the handler's own exit code
@@ -43,10 +43,10 @@ func Launch(name string, argv []string) int {
 	}
 	sock := os.Getenv("TOOLGATE_SOCKET")
 	if sock == "" {
-		sock = sandbox.SocketPath
+		sock = proto.SocketPath
 	}
 	cwd, _ := os.Getwd()
-	hdr, _ := json.Marshal(callHeader{Argv: argv, Cwd: cwd, Parent: os.Getenv("TOOLGATE_CALL_ID"), Session: os.Getenv("TOOLGATE_SESSION")})
+	hdr, _ := json.Marshal(callHeader{Argv: argv, Cwd: cwd, Parent: os.Getenv(proto.EnvCallID), Session: os.Getenv("TOOLGATE_SESSION")})
 
 	conn, err := net.DialTimeout("unix", sock, DialTimeout)
 	if err != nil {
@@ -64,9 +64,9 @@ func Launch(name string, argv []string) int {
 
 	stream := stdinStreams()
 	req := make([]byte, 0, 256+len(hdr))
-	req = append(req, "POST /v1/tools/"...)
-	req = append(req, name...)
-	req = append(req, "/call HTTP/1.1\r\nHost: toolgate\r\nUser-Agent: toolgate-client\r\n"...)
+	req = append(req, "POST "...)
+	req = append(req, proto.CallPath(name)...)
+	req = append(req, " HTTP/1.1\r\nHost: toolgate\r\nUser-Agent: toolgate-client\r\n"...)
 	if stream {
 		req = append(req, "Content-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"...)
 		req = appendChunk(req, append(hdr, '\n'))

@@ -14,7 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 const baseYAML = `
@@ -112,7 +112,7 @@ func randomCalls(r *rand.Rand, n int) []*gateway.Call {
 			c.Kind = gateway.KindEgress
 		case 7:
 			in, _ := json.Marshal(map[string]any{"command": pick(commands)})
-			hc, err := hooks.ToCall(&hooks.Input{HookEventName: hooks.EventPreToolUse, ToolName: "Bash", ToolInput: in, Cwd: sandbox.WorkspacePath}, sandbox.WorkspacePath)
+			hc, err := hooks.ToCall(&hooks.Input{HookEventName: hooks.EventPreToolUse, ToolName: "Bash", ToolInput: in, Cwd: proto.WorkspacePath}, proto.WorkspacePath)
 			if err != nil {
 				panic(err)
 			}

@@ -2,49 +2,10 @@ package sandbox
 
 import "path/filepath"
 
-// The warm executor: `toolgate-client executor`, started by init, serves
-// execs on a Unix socket in a host directory bind-mounted read-write, so a
-// call costs a connection instead of an Engine exec. Protocol (one call per
-// connection): POST ExecRoute, body = one JSON ExecRequest line, then the
-// raw stdin bytes; a 200 response is NDJSON ExecFrames: output chunks as
-// produced, then exactly one exit frame. Any other status means nothing ran.
-const (
-	ExecDirPath    = RunDir + "/exec"
-	ExecSocketName = "executor.sock"
-	ExecSocketPath = ExecDirPath + "/" + ExecSocketName
-	ExecRoute      = "/v1/exec"
-	// MaxExecLine bounds the request line and every response frame.
-	MaxExecLine = 1 << 20
-	// ExecChunk is the most output bytes one frame carries.
-	ExecChunk = 32 << 10
-)
-
-// ExecDir is the host directory mounted read-write at ExecDirPath: a
-// sibling of the workspace, owned by the sandbox user. Everything in it is
-// the sandbox's to change; the host must not trust it.
+// ExecDir is the host directory mounted read-write at proto.ExecDirPath,
+// where the warm executor serves: a sibling of the workspace, owned by the
+// sandbox user. Everything in it is the sandbox's to change; the host must
+// not trust it.
 func (s AgentSpec) ExecDir() string {
 	return filepath.Join(filepath.Dir(filepath.Clean(s.Workspace)), "exec")
-}
-
-// ExecRequest is the first line of an exec request.
-type ExecRequest struct {
-	Argv    []string `json:"argv"`
-	Cwd     string   `json:"cwd,omitempty"`
-	Env     []string `json:"env,omitempty"`     // added to the container's environment
-	Timeout string   `json:"timeout,omitempty"` // Go duration; kills the process group
-	CallID  string   `json:"callId,omitempty"`  // records the group for `kill --call`
-}
-
-// ExecFrame is one line of the response; exactly one field is set. Stdout
-// and Stderr have the shape of the gateway's wire frames (base64 in JSON).
-type ExecFrame struct {
-	Stdout []byte    `json:"stdout,omitempty"`
-	Stderr []byte    `json:"stderr,omitempty"`
-	Exit   *ExecExit `json:"exit,omitempty"`
-}
-
-// ExecExit ends a response.
-type ExecExit struct {
-	ExitCode int  `json:"exitCode"`
-	TimedOut bool `json:"timedOut,omitempty"`
 }

@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // ValidToolName reports whether name can be a launcher: a plain file name
 // that is not the client itself.
 func ValidToolName(name string) bool {
 	return name != "" && name != "." && name != ".." && len(name) <= 128 &&
-		filepath.Base(name) == name && name != filepath.Base(ClientPath) && name != filepath.Base(LauncherPath)
+		filepath.Base(name) == name && name != filepath.Base(proto.ClientPath) && name != filepath.Base(proto.LauncherPath)
 }
 
 // WriteLaunchers makes dir (the host side of ToolsBinPath) hold exactly one

@@ -13,29 +13,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
-// Paths as the sandbox sees them.
+// Defaults of an agent's sandbox.
 const (
-	WorkspacePath = "/workspace"
-	ToolsBinPath  = "/tools/bin"
-	ClientPath    = "/tools/toolgate-client"
-	// LauncherPath is the lean launcher every /tools/bin/NAME links to
-	// when the host has toolgate-launch beside the client binary.
-	LauncherPath = "/tools/toolgate-launch"
-	RunDir       = "/run/toolgate" // tmpfs: per-call state; the agent socket dir is mounted below it
-	CallsDir     = RunDir + "/calls"
-	// SocketDirPath is where the agent's host socket directory is mounted
-	// (read-only); the directory, not the socket, so a restarted gateway's
-	// new socket is visible without recreating the container.
-	SocketDirPath = RunDir + "/sock"
-	SocketName    = "gateway.sock"
-	SocketPath    = SocketDirPath + "/" + SocketName
-	DefaultUser   = "1000:1000"
-	DefaultImage  = "toolgate/sandbox:latest"
-	// ProxyAddr is where the client's forwarder serves HTTP proxying inside
-	// a sandbox with egress; the container's loopback exists under network none.
-	ProxyAddr = "127.0.0.1:3128"
+	DefaultUser  = "1000:1000"
+	DefaultImage = "toolgate/sandbox:latest"
 )
 
 // AgentSpec is everything that defines an agent's sandbox. Two equal specs
@@ -114,16 +99,16 @@ func (s AgentSpec) Env() []string {
 	if !s.Egress {
 		return nil
 	}
-	return append(proxyEnv("http://"+ProxyAddr), "TOOLGATE_EGRESS=1")
+	return append(proxyEnv(proto.ProxyURL("")), proto.EnvEgress+"=1")
 }
 
 // CallEnv is what the exec of call id adds to the environment: its id and,
 // with egress, proxy variables whose credentials name the call, so the
 // connections its processes open are attributed to it.
 func (s AgentSpec) CallEnv(id string) []string {
-	env := []string{"TOOLGATE_CALL_ID=" + id}
+	env := []string{proto.EnvCallID + "=" + id}
 	if s.Egress {
-		env = append(env, proxyEnv("http://call-"+id+":x@"+ProxyAddr)...)
+		env = append(env, proxyEnv(proto.ProxyURL(id))...)
 	}
 	return env
 }
@@ -141,10 +126,10 @@ func PathEnv(imageEnv []string) string {
 			p = v
 		}
 	}
-	if p == ToolsBinPath || strings.HasPrefix(p, ToolsBinPath+":") {
+	if p == proto.ToolsBinPath || strings.HasPrefix(p, proto.ToolsBinPath+":") {
 		return "PATH=" + p
 	}
-	return "PATH=" + ToolsBinPath + ":" + p
+	return "PATH=" + proto.ToolsBinPath + ":" + p
 }
 
 // proxyEnv sets every proxy variable in both cases, as tools disagree on
@@ -187,37 +172,17 @@ type Status struct {
 // group under callID so KillArgv can end it.
 func RunArgv(callID string, timeout time.Duration, argv []string) []string {
 	out := make([]string, 0, len(argv)+7)
-	out = append(out, ClientPath, "run", "--timeout", timeout.String(), "--call", callID, "--")
+	out = append(out, proto.ClientPath, "run", "--timeout", timeout.String(), "--call", callID, "--")
 	return append(out, argv...)
 }
 
 // KillArgv kills the process group of a call started with RunArgv.
 func KillArgv(callID string) []string {
-	return []string{ClientPath, "kill", "--call", callID}
+	return []string{proto.ClientPath, "kill", "--call", callID}
 }
 
 // InitArgv is the sandbox's PID 1.
-func InitArgv() []string { return []string{ClientPath, "init"} }
-
-// ValidCallID reports whether id is safe as a file name under CallsDir.
-func ValidCallID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return false
-		}
-	}
-	return true
-}
-
-// FileHeader is the first line `toolgate-client get` prints before a
-// file's bytes: the gateway's read learns the full size and mode from it.
-type FileHeader struct {
-	Size int64  `json:"size"`
-	Mode uint32 `json:"mode"`
-}
+func InitArgv() []string { return []string{proto.ClientPath, "init"} }
 
 // LauncherBinary is the host path of toolgate-launch when it sits beside
 // the client binary, as the build puts it; "" otherwise, and the launchers
@@ -233,7 +198,7 @@ func (s AgentSpec) LauncherBinary() string {
 // LauncherTarget is what each /tools/bin/NAME links to inside the sandbox.
 func (s AgentSpec) LauncherTarget() string {
 	if s.LauncherBinary() != "" {
-		return LauncherPath
+		return proto.LauncherPath
 	}
-	return ClientPath
+	return proto.ClientPath
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/plugin"
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // Env is a running gateway with its agent socket server.
@@ -52,7 +52,7 @@ func New(t testing.TB, allow Allowlist, extra ...gateway.Tool) *Env {
 	}
 	snap := &gateway.Snapshot{Agents: map[string]gateway.AgentInfo{}, Tools: tools, Decider: allow}
 	for a := range allow {
-		snap.Agents[a] = gateway.AgentInfo{Name: a, Workspace: sandbox.WorkspacePath, HostDir: filepath.Join(dir, a, "workspace")}
+		snap.Agents[a] = gateway.AgentInfo{Name: a, Workspace: proto.WorkspacePath, HostDir: filepath.Join(dir, a, "workspace")}
 	}
 	e := &Env{Dir: dir, AuditDir: filepath.Join(dir, "audit")}
 	if e.Audit, err = audit.Open(e.AuditDir, audit.Options{}); err != nil {
@@ -86,7 +86,7 @@ func (e *Env) UseHostWorkspaces(t testing.TB) {
 
 // SocketPath is where agent's socket lives in this environment.
 func (e *Env) SocketPath(agent string) string {
-	return filepath.Join(e.Dir, agent, "sock", sandbox.SocketName)
+	return filepath.Join(e.Dir, agent, "sock", proto.SocketName)
 }
 
 // Serve opens the sockets of the given agents (owned by the current user).

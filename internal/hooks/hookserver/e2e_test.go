@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -58,7 +59,7 @@ func newSandboxEnv(t testing.TB) *sandboxEnv {
 		t.Fatal(err)
 	}
 	uid, gid, _ := sandbox.ParseUser(spec.UserOrDefault())
-	e := newEnv(t, spec.Agent, filepath.Join(spec.SocketDir(), sandbox.SocketName), spec.Workspace, uid, gid)
+	e := newEnv(t, spec.Agent, filepath.Join(spec.SocketDir(), proto.SocketName), spec.Workspace, uid, gid)
 	se := &sandboxEnv{env: e, box: box, workspace: spec.Workspace}
 	if err := os.MkdirAll(filepath.Join(spec.Workspace, "proj"), 0o755); err != nil {
 		t.Fatal(err)

@@ -28,14 +28,8 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/wire"
-)
-
-// Routes on the agent socket.
-const (
-	PreToolUsePath  = "/v1/hooks/pre-tool-use"
-	PostToolUsePath = "/v1/hooks/post-tool-use"
 )
 
 // Defaults of Options.
@@ -145,8 +139,8 @@ func key(agent, id string) string { return agent + "\x00" + id }
 
 // Mount puts the gate and the tap on every agent socket.
 func (s *Server) Mount(srv *agentsock.Server) {
-	srv.Handle("POST "+PreToolUsePath, http.HandlerFunc(s.preToolUse))
-	srv.Handle("POST "+PostToolUsePath, http.HandlerFunc(s.postToolUse))
+	srv.Handle("POST "+proto.PreToolUsePath, http.HandlerFunc(s.preToolUse))
+	srv.Handle("POST "+proto.PostToolUsePath, http.HandlerFunc(s.postToolUse))
 }
 
 // GateAnswer is the gate route's 200 body: the decision and the audit id.
@@ -165,7 +159,7 @@ func (s *Server) workspace(agent string) string {
 	if ws := s.opts.Gateway.Snapshot().Agents[agent].Workspace; ws != "" {
 		return ws
 	}
-	return sandbox.WorkspacePath
+	return proto.WorkspacePath
 }
 
 // preToolUse is the gate: hook input → hooks.ToCall → gateway.Handle → the

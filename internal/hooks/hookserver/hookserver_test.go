@@ -19,7 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
 	"github.com/toolgate/toolgate/internal/policy"
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
@@ -74,7 +74,7 @@ func newEnv(t testing.TB, agent, sockPath, workspace string, owner ...int) *env 
 	}
 	e := &env{auditDir: filepath.Join(dir, "audit"), agent: agent, sock: sockPath}
 	if e.sock == "" {
-		e.sock = filepath.Join(dir, "sock", sandbox.SocketName)
+		e.sock = filepath.Join(dir, "sock", proto.SocketName)
 	}
 	if e.aw, err = audit.Open(e.auditDir, audit.Options{}); err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func newEnv(t testing.TB, agent, sockPath, workspace string, owner ...int) *env 
 	bounder := audit.NewBounder(1024)
 	bounder.AddSecrets(secret)
 	snap := &gateway.Snapshot{
-		Agents:  map[string]gateway.AgentInfo{agent: {Name: agent, Workspace: sandbox.WorkspacePath, HostDir: workspace}},
+		Agents:  map[string]gateway.AgentInfo{agent: {Name: agent, Workspace: proto.WorkspacePath, HostDir: workspace}},
 		Tools:   map[string]gateway.Tool{},
 		ByKind:  map[gateway.Kind]gateway.Tool{gateway.KindHook: hooks.Tool()},
 		Decider: eng,
@@ -125,7 +125,7 @@ func (e *env) post(t testing.TB, path string, body []byte) (int, []byte) {
 
 func (e *env) gate(t testing.TB, body []byte) GateAnswer {
 	t.Helper()
-	status, b := e.post(t, PreToolUsePath, body)
+	status, b := e.post(t, proto.PreToolUsePath, body)
 	if status != http.StatusOK {
 		t.Fatalf("gate: %d %s", status, b)
 	}
@@ -249,7 +249,7 @@ func TestGateBadInputDeniesAndRecords(t *testing.T) {
 func TestGateAuditDownIsUnavailable(t *testing.T) {
 	e := newEnv(t, "demo", "", "")
 	e.aw.Close()
-	status, b := e.post(t, PreToolUsePath, sample(t, "hook-input-PreToolUse-Bash.json"))
+	status, b := e.post(t, proto.PreToolUsePath, sample(t, "hook-input-PreToolUse-Bash.json"))
 	if status != http.StatusServiceUnavailable {
 		t.Fatalf("got %d %s, want 503: a decision that cannot be recorded is no decision", status, b)
 	}
@@ -264,7 +264,7 @@ func TestTapIdempotent(t *testing.T) {
 	in["tool_response"] = map[string]any{"stdout": "token=" + secret + "\n" + strings.Repeat("x", 5000), "stderr": ""}
 	body := mustJSON(t, in)
 	for i := range 3 {
-		status, b := e.post(t, PostToolUsePath, body)
+		status, b := e.post(t, proto.PostToolUsePath, body)
 		var ta TapAnswer
 		if status != http.StatusOK || json.Unmarshal(b, &ta) != nil || ta.Duplicate != (i > 0) {
 			t.Fatalf("delivery %d: %d %s", i, status, b)
@@ -296,7 +296,7 @@ func TestTapIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv2.Close()
-	status, b := e.post(t, PostToolUsePath, body)
+	status, b := e.post(t, proto.PostToolUsePath, body)
 	if status != http.StatusOK || !strings.Contains(string(b), `"duplicate":true`) {
 		t.Fatalf("after restart: %d %s", status, b)
 	}
@@ -307,7 +307,7 @@ func TestTapIdempotent(t *testing.T) {
 
 func TestTapFailureAndBadInput(t *testing.T) {
 	e := newEnv(t, "demo", "", "")
-	status, b := e.post(t, PostToolUsePath, sample(t, "hook-input-PostToolUseFailure-Bash.json"))
+	status, b := e.post(t, proto.PostToolUsePath, sample(t, "hook-input-PostToolUseFailure-Bash.json"))
 	if status != http.StatusOK {
 		t.Fatalf("%d %s", status, b)
 	}
@@ -318,7 +318,7 @@ func TestTapFailureAndBadInput(t *testing.T) {
 	// Reports the tap cannot take are refused on the record, each answer
 	// naming its entry.
 	for _, body := range []string{"", "{", string(sample(t, "hook-input-PreToolUse-Bash.json")), `{"hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":[]}`} {
-		status, b := e.post(t, PostToolUsePath, []byte(body))
+		status, b := e.post(t, proto.PostToolUsePath, []byte(body))
 		var ans struct{ Error *wire.Error }
 		if status != http.StatusBadRequest || json.Unmarshal(b, &ans) != nil || ans.Error == nil || ans.Error.Rule != RuleInput {
 			t.Fatalf("tap of %.40q: %d %s, want 400 with rule %s", body, status, b, RuleInput)
@@ -391,7 +391,7 @@ func FuzzGate(f *testing.F) {
 	}
 	e := newEnv(f, "demo", "", "")
 	f.Fuzz(func(t *testing.T, body []byte) {
-		status, b := e.post(t, PreToolUsePath, body)
+		status, b := e.post(t, proto.PreToolUsePath, body)
 		var ga GateAnswer
 		if status != http.StatusOK || json.Unmarshal(b, &ga) != nil {
 			t.Fatalf("%d %s", status, b)

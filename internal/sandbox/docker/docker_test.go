@@ -21,6 +21,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
@@ -440,7 +441,7 @@ func TestCancelKillsTree(t *testing.T) {
 func waitForCall(t *testing.T, sb *Sandbox, id string) {
 	t.Helper()
 	for range 200 {
-		if mustRun(t, sb, "test", "-e", sandbox.CallsDir+"/"+id).out.ExitCode == 0 {
+		if mustRun(t, sb, "test", "-e", proto.CallsDir+"/"+id).out.ExitCode == 0 {
 			return
 		}
 	}
@@ -713,7 +714,7 @@ func TestClaudeManagedSettingsMounted(t *testing.T) {
 		Hooks                 map[string][]json.RawMessage `json:"hooks"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || !doc.AllowManagedHooksOnly ||
-		len(doc.Hooks[hooks.EventPreToolUse]) != 1 || !strings.Contains(r.stdout, sandbox.ClientPath) {
+		len(doc.Hooks[hooks.EventPreToolUse]) != 1 || !strings.Contains(r.stdout, proto.ClientPath) {
 		t.Fatalf("managed settings: %v\n%s", err, r.stdout)
 	}
 	for _, argv := range [][]string{

@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
@@ -83,7 +84,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec *gateway.ExecSpec) (*gateway.Ex
 	if callID == "" {
 		callID = gateway.NewID()
 	}
-	if !sandbox.ValidCallID(callID) {
+	if !proto.ValidCallID(callID) {
 		return nil, fmt.Errorf("exec: invalid call id %q", callID)
 	}
 	out, err := s.execExecutor(ctx, spec, callID)
@@ -97,7 +98,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec *gateway.ExecSpec) (*gateway.Ex
 // execExecutor is Exec on the warm executor.
 func (s *Sandbox) execExecutor(ctx context.Context, spec *gateway.ExecSpec, callID string) (*gateway.ExecOutcome, error) {
 	_, box := s.current()
-	req := &sandbox.ExecRequest{
+	req := &proto.ExecRequest{
 		Argv:   spec.Argv,
 		Cwd:    spec.Cwd,
 		Env:    append(slices.Clip(spec.Env), box.CallEnv(callID)...),
@@ -294,7 +295,7 @@ func (s *Sandbox) run(ctx context.Context, argv []string, stdin []byte, stdout i
 	if stdin != nil {
 		in = bytes.NewReader(stdin)
 	}
-	out, err := s.viaExecutor(ctx, &sandbox.ExecRequest{Argv: argv, CallID: gateway.NewID()}, in, stdout, errBuf, 0)
+	out, err := s.viaExecutor(ctx, &proto.ExecRequest{Argv: argv, CallID: gateway.NewID()}, in, stdout, errBuf, 0)
 	if err == nil {
 		return out.ExitCode, string(bytes.TrimSpace(errBuf.buf)), nil
 	}

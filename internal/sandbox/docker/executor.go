@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
@@ -41,20 +42,20 @@ func dialExecutor(ctx context.Context, dir string, uid int) (net.Conn, error) {
 		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
 	}
 	defer syscall.Close(dfd)
-	fd, err := syscall.Openat(dfd, sandbox.ExecSocketName, oPath|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	fd, err := syscall.Openat(dfd, proto.ExecSocketName, oPath|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: sandbox.ExecSocketName, Err: err}
+		return nil, &os.PathError{Op: "open", Path: proto.ExecSocketName, Err: err}
 	}
 	defer syscall.Close(fd)
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
-		return nil, &os.PathError{Op: "fstat", Path: sandbox.ExecSocketName, Err: err}
+		return nil, &os.PathError{Op: "fstat", Path: proto.ExecSocketName, Err: err}
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFSOCK {
-		return nil, fmt.Errorf("%s is not a socket (mode %o)", sandbox.ExecSocketName, st.Mode)
+		return nil, fmt.Errorf("%s is not a socket (mode %o)", proto.ExecSocketName, st.Mode)
 	}
 	if int(st.Uid) != uid {
-		return nil, fmt.Errorf("%s is owned by uid %d, not the sandbox user %d", sandbox.ExecSocketName, st.Uid, uid)
+		return nil, fmt.Errorf("%s is owned by uid %d, not the sandbox user %d", proto.ExecSocketName, st.Uid, uid)
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
@@ -63,7 +64,7 @@ func dialExecutor(ctx context.Context, dir string, uid int) (net.Conn, error) {
 // viaExecutor runs req on the warm executor. Errors wrapping errNoExecutor
 // mean nothing ran. timeout is the call's own (the executor enforces it);
 // the host closes the connection killGrace later if it has not ended.
-func (s *Sandbox) viaExecutor(ctx context.Context, req *sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer, timeout time.Duration) (*gateway.ExecOutcome, error) {
+func (s *Sandbox) viaExecutor(ctx context.Context, req *proto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer, timeout time.Duration) (*gateway.ExecOutcome, error) {
 	_, spec := s.current()
 	uid, _, _ := sandbox.ParseUser(spec.UserOrDefault())
 	conn, err := dialExecutor(ctx, spec.ExecDir(), uid)
@@ -79,7 +80,7 @@ func (s *Sandbox) viaExecutor(ctx context.Context, req *sandbox.ExecRequest, std
 	if stdin != nil {
 		body = io.MultiReader(body, stdin)
 	}
-	hreq, err := http.NewRequest(http.MethodPost, "http://executor"+sandbox.ExecRoute, body)
+	hreq, err := http.NewRequest(http.MethodPost, "http://executor"+proto.ExecRoute, body)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errNoExecutor, err)
 	}
@@ -198,8 +199,8 @@ func readFrameLine(br *bufio.Reader) ([]byte, error) {
 	for {
 		part, err := br.ReadSlice('\n')
 		line = append(line, part...)
-		if len(line) > sandbox.MaxExecLine {
-			return nil, fmt.Errorf("executor frame longer than %d bytes", sandbox.MaxExecLine)
+		if len(line) > proto.MaxExecLine {
+			return nil, fmt.Errorf("executor frame longer than %d bytes", proto.MaxExecLine)
 		}
 		switch {
 		case err == nil:
@@ -212,8 +213,8 @@ func readFrameLine(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-func parseExecFrame(line []byte) (*sandbox.ExecFrame, error) {
-	var fr sandbox.ExecFrame
+func parseExecFrame(line []byte) (*proto.ExecFrame, error) {
+	var fr proto.ExecFrame
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&fr); err != nil {

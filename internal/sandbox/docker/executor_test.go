@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // listenCounting serves a Unix socket at path and counts its connections:
@@ -52,15 +52,15 @@ func TestDialExecutorRefusesPlantedFiles(t *testing.T) {
 		uid   int
 		want  string // "" = connects
 	}{
-		{"real socket", func(dir string) error { listenCounting(t, filepath.Join(dir, sandbox.ExecSocketName)); return nil }, uid, ""},
+		{"real socket", func(dir string) error { listenCounting(t, filepath.Join(dir, proto.ExecSocketName)); return nil }, uid, ""},
 		{"missing", func(string) error { return nil }, uid, "no such file"},
-		{"symlink to another socket", func(dir string) error { return os.Symlink(victim, filepath.Join(dir, sandbox.ExecSocketName)) }, uid, "not a socket"},
+		{"symlink to another socket", func(dir string) error { return os.Symlink(victim, filepath.Join(dir, proto.ExecSocketName)) }, uid, "not a socket"},
 		{"symlink to the docker socket", func(dir string) error {
-			return os.Symlink("/var/run/docker.sock", filepath.Join(dir, sandbox.ExecSocketName))
+			return os.Symlink("/var/run/docker.sock", filepath.Join(dir, proto.ExecSocketName))
 		}, uid, "not a socket"},
-		{"fifo", func(dir string) error { return syscall.Mkfifo(filepath.Join(dir, sandbox.ExecSocketName), 0o600) }, uid, "not a socket"},
-		{"regular file", func(dir string) error { return os.WriteFile(filepath.Join(dir, sandbox.ExecSocketName), nil, 0o600) }, uid, "not a socket"},
-		{"socket of another user", func(dir string) error { listenCounting(t, filepath.Join(dir, sandbox.ExecSocketName)); return nil }, uid + 1, "owned by uid"},
+		{"fifo", func(dir string) error { return syscall.Mkfifo(filepath.Join(dir, proto.ExecSocketName), 0o600) }, uid, "not a socket"},
+		{"regular file", func(dir string) error { return os.WriteFile(filepath.Join(dir, proto.ExecSocketName), nil, 0o600) }, uid, "not a socket"},
+		{"socket of another user", func(dir string) error { listenCounting(t, filepath.Join(dir, proto.ExecSocketName)); return nil }, uid + 1, "owned by uid"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,7 +116,7 @@ func TestReadExecFrames(t *testing.T) {
 		{"exit code range", `{"exit":{"exitCode":256}}` + "\n", "", "", nil, "exit code 256"},
 		{"negative exit", `{"exit":{"exitCode":-1}}` + "\n", "", "", nil, "exit code -1"},
 		{"not json", "hello\n", "", "", nil, "bad executor frame"},
-		{"huge frame", `{"stdout":"` + strings.Repeat("A", sandbox.MaxExecLine) + `"}` + "\n", "", "", nil, "longer than"},
+		{"huge frame", `{"stdout":"` + strings.Repeat("A", proto.MaxExecLine) + `"}` + "\n", "", "", nil, "longer than"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -204,7 +204,7 @@ func TestExecutorRestartedByInit(t *testing.T) {
 func TestPlantedExecutorSocketRefused(t *testing.T) {
 	spec, sb := newAgent(t)
 	ctx := context.Background()
-	sock := filepath.Join(spec.ExecDir(), sandbox.ExecSocketName)
+	sock := filepath.Join(spec.ExecDir(), proto.ExecSocketName)
 	victim := filepath.Join(testTmp, fmt.Sprintf("victim-%d.sock", os.Getpid()))
 	accepted := listenCounting(t, victim)
 	plants := map[string]func() error{

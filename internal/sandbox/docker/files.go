@@ -15,7 +15,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/capped"
 	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // maxFileHeader bounds the header line `toolgate-client get` prints first.
@@ -29,7 +29,7 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) (*gateway
 	if err := checkAbs(p); err != nil {
 		return nil, err
 	}
-	argv := []string{sandbox.ClientPath, "get", p}
+	argv := []string{proto.ClientPath, "get", p}
 	if limit >= 0 {
 		argv = append(argv, strconv.FormatInt(limit, 10))
 	}
@@ -43,7 +43,7 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) (*gateway
 		return nil, err
 	}
 	line, data, ok := bytes.Cut(out.Bytes(), []byte("\n"))
-	var h sandbox.FileHeader
+	var h proto.FileHeader
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if !ok || len(line) > maxFileHeader || dec.Decode(&h) != nil || h.Size < 0 || (limit >= 0 && int64(len(data)) > limit) {
@@ -63,7 +63,7 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte) error {
 		return err
 	}
 	sum := sha256.Sum256(data)
-	return s.argvIO(ctx, "write "+p, data, io.Discard, sandbox.ClientPath, "put", path.Clean(p),
+	return s.argvIO(ctx, "write "+p, data, io.Discard, proto.ClientPath, "put", path.Clean(p),
 		strconv.Itoa(len(data)), hex.EncodeToString(sum[:]))
 }
 

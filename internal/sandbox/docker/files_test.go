@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // TestWriteCutShortLeavesFileUnchanged: a write whose stream ends early (a
@@ -26,7 +26,7 @@ func TestWriteCutShortLeavesFileUnchanged(t *testing.T) {
 	}
 	want := strings.Repeat("new content ", 1000)
 	sum := sha256.Sum256([]byte(want))
-	argv := []string{sandbox.ClientPath, "put", "/workspace/f.txt", strconv.Itoa(len(want)), hex.EncodeToString(sum[:])}
+	argv := []string{proto.ClientPath, "put", "/workspace/f.txt", strconv.Itoa(len(want)), hex.EncodeToString(sum[:])}
 	paths := map[string]func(stdin []byte) (int, string, error){
 		"engine":   func(in []byte) (int, string, error) { return sb.runEngine(ctx, argv, in, nil, &capWriter{max: 4096}) },
 		"executor": func(in []byte) (int, string, error) { return sb.run(ctx, argv, in, nil) },

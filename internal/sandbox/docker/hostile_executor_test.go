@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
@@ -30,7 +31,7 @@ func fakeExecutor(t *testing.T, answer func(w io.Writer)) *Sandbox {
 	if err := os.MkdirAll(spec.ExecDir(), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("unix", filepath.Join(spec.ExecDir(), sandbox.ExecSocketName))
+	ln, err := net.Listen("unix", filepath.Join(spec.ExecDir(), proto.ExecSocketName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestHostileExecutorCannotHoldTheGateway(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			start := time.Now()
-			_, _ = sb.viaExecutor(ctx, &sandbox.ExecRequest{Argv: []string{"true"}}, nil, io.Discard, io.Discard, 0)
+			_, _ = sb.viaExecutor(ctx, &proto.ExecRequest{Argv: []string{"true"}}, nil, io.Discard, io.Discard, 0)
 			if d := time.Since(start); d > 2*time.Second {
 				t.Fatalf("viaExecutor held for %s by what the executor sent after its answer", d)
 			}

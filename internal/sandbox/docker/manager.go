@@ -27,6 +27,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
@@ -290,7 +291,7 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (
 		Cmd:        sandbox.InitArgv(),
 		Env:        append(spec.Env(), sandbox.PathEnv(imgEnv)),
 		User:       fmt.Sprintf("%d:%d", uid, gid),
-		WorkingDir: sandbox.WorkspacePath,
+		WorkingDir: proto.WorkspacePath,
 		Labels:     map[string]string{LabelManaged: "true", LabelAgent: spec.Agent, LabelInstance: m.instance},
 	}
 	init := false
@@ -301,15 +302,15 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (
 		ReadonlyRootfs: true,
 		Init:           &init,
 		Mounts: []mount.Mount{
-			{Type: mount.TypeBind, Source: spec.Workspace, Target: sandbox.WorkspacePath},
-			{Type: mount.TypeBind, Source: spec.ClientBinary, Target: sandbox.ClientPath, ReadOnly: true},
-			{Type: mount.TypeBind, Source: spec.ToolsBinDir(), Target: sandbox.ToolsBinPath, ReadOnly: true},
+			{Type: mount.TypeBind, Source: spec.Workspace, Target: proto.WorkspacePath},
+			{Type: mount.TypeBind, Source: spec.ClientBinary, Target: proto.ClientPath, ReadOnly: true},
+			{Type: mount.TypeBind, Source: spec.ToolsBinDir(), Target: proto.ToolsBinPath, ReadOnly: true},
 			// The directory, not the socket: a restarted gateway's new
 			// socket appears in it. Only this agent's directory.
-			{Type: mount.TypeBind, Source: spec.SocketDir(), Target: sandbox.SocketDirPath, ReadOnly: true},
+			{Type: mount.TypeBind, Source: spec.SocketDir(), Target: proto.SocketDirPath, ReadOnly: true},
 			// The warm executor's socket: the sandbox's to write, so the
 			// host connects to it only through dialExecutor's checks.
-			{Type: mount.TypeBind, Source: spec.ExecDir(), Target: sandbox.ExecDirPath},
+			{Type: mount.TypeBind, Source: spec.ExecDir(), Target: proto.ExecDirPath},
 			// Claude Code's managed settings registering the gate and the
 			// tap: the one settings source the agent cannot switch off.
 			// The whole directory, so the image's own (a disableAllHooks
@@ -317,8 +318,8 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (
 			{Type: mount.TypeBind, Source: spec.ClaudeDir(), Target: hooks.ManagedSettingsDir, ReadOnly: true},
 		},
 		Tmpfs: map[string]string{
-			"/tmp":         "rw,nosuid,nodev,size=64m,mode=1777",
-			sandbox.RunDir: fmt.Sprintf("rw,nosuid,nodev,noexec,size=1m,mode=0700,uid=%d,gid=%d", uid, gid),
+			"/tmp":       "rw,nosuid,nodev,size=64m,mode=1777",
+			proto.RunDir: fmt.Sprintf("rw,nosuid,nodev,noexec,size=1m,mode=0700,uid=%d,gid=%d", uid, gid),
 		},
 		Resources: container.Resources{Memory: spec.Memory, NanoCPUs: int64(spec.CPUs * 1e9)},
 	}
@@ -326,7 +327,7 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (
 		hc.PidsLimit = &pids
 	}
 	if lb := spec.LauncherBinary(); lb != "" {
-		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: lb, Target: sandbox.LauncherPath, ReadOnly: true})
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: lb, Target: proto.LauncherPath, ReadOnly: true})
 	}
 	h := sha256.New()
 	_ = json.NewEncoder(h).Encode([]any{specVersion, img.ID, clientSum, launcherSum, cfg, hc})
@@ -337,7 +338,7 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (
 // writeManagedSettings writes the managed settings every sandbox mounts
 // (the gateway's; the sandbox user gets no write access to them).
 func writeManagedSettings(dir string) error {
-	doc, err := hooks.ManagedSettings(nil, hooks.GateCommand{Command: sandbox.ClientPath})
+	doc, err := hooks.ManagedSettings(nil, hooks.GateCommand{Command: proto.ClientPath})
 	if err != nil {
 		return err
 	}

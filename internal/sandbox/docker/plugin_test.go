@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/launcher"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
@@ -36,7 +37,7 @@ func pluginAgents(t *testing.T, hang *sockettest.Func) (*sockettest.Env, [2]sand
 			}
 		})
 		t.Cleanup(func() { _ = testMgr.Remove(context.Background(), name) })
-		if err := env.Server.Serve(name, filepath.Join(specs[i].SocketDir(), sandbox.SocketName), 1000, 1000); err != nil {
+		if err := env.Server.Serve(name, filepath.Join(specs[i].SocketDir(), proto.SocketName), 1000, 1000); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,12 +71,12 @@ func TestPluginLaunchers(t *testing.T) {
 		{"denied through b's socket", b, []string{"/tools/toolgate-client", "call", "echo", "x"}, launcher.ExitDenied, "", "denied (tools.allowlist"},
 		{"a's tool through b's socket", b, []string{"/tools/toolgate-client", "call", "hang"}, launcher.ExitDenied, "", "denied (tools.allowlist"},
 		{"a's socket not in b", b, []string{"sh", "-c", "ls /run/toolgate/sock; test -e " + specs[0].SocketDir() + " || echo absent"}, 0, "gateway.sock\nabsent\n", ""},
-		{"a's socket path unreachable from b", b, []string{"env", "TOOLGATE_SOCKET=" + filepath.Join(specs[0].SocketDir(), sandbox.SocketName), "/tools/toolgate-client", "call", "echo"}, launcher.ExitUnavailable, "", "gateway unavailable"},
+		{"a's socket path unreachable from b", b, []string{"env", "TOOLGATE_SOCKET=" + filepath.Join(specs[0].SocketDir(), proto.SocketName), "/tools/toolgate-client", "call", "echo"}, launcher.ExitUnavailable, "", "gateway unavailable"},
 		{"cwd outside the workspace", a, []string{"sh", "-c", "cd /tmp && /tools/bin/echo x"}, launcher.ExitUsage, "", "outside the workspace"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := run(ctx, tt.sb, gateway.ExecSpec{Argv: tt.argv, Cwd: sandbox.WorkspacePath, CallID: fmt.Sprintf("exec-%d", i)})
+			r := run(ctx, tt.sb, gateway.ExecSpec{Argv: tt.argv, Cwd: proto.WorkspacePath, CallID: fmt.Sprintf("exec-%d", i)})
 			if r.err != nil || r.out.ExitCode != tt.code || r.stdout != tt.stdout || !strings.Contains(r.stderr, tt.stderr) {
 				t.Fatalf("got %v %+v %q %q, want %d %q ~%q", r.err, r.out, r.stdout, r.stderr, tt.code, tt.stdout, tt.stderr)
 			}
@@ -115,7 +116,7 @@ func TestPluginLaunchers(t *testing.T) {
 	t.Run("gateway restarting while a client waits", func(t *testing.T) {
 		done := make(chan execResult, 1)
 		go func() {
-			done <- run(ctx, a, gateway.ExecSpec{Argv: []string{"/tools/bin/hang"}, Cwd: sandbox.WorkspacePath})
+			done <- run(ctx, a, gateway.ExecSpec{Argv: []string{"/tools/bin/hang"}, Cwd: proto.WorkspacePath})
 		}()
 		<-started
 		env.Server.Close()
@@ -126,7 +127,7 @@ func TestPluginLaunchers(t *testing.T) {
 		// The restarted gateway's socket shows up in the mounted directory.
 		srv := agentsock.New(env.GW, agentsock.Options{})
 		defer srv.Close()
-		if err := srv.Serve(specs[0].Agent, filepath.Join(specs[0].SocketDir(), sandbox.SocketName), 1000, 1000); err != nil {
+		if err := srv.Serve(specs[0].Agent, filepath.Join(specs[0].SocketDir(), proto.SocketName), 1000, 1000); err != nil {
 			t.Fatal(err)
 		}
 		if r := mustRun(t, a, "/tools/bin/echo", "back"); r.stdout != "back\n" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/moby/moby/client"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
 	"github.com/toolgate/toolgate/internal/sandbox/rootfs"
@@ -59,7 +60,7 @@ func run(t *testing.T, sb gateway.Sandbox, argv ...string) (string, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	oc, err := sb.Exec(ctx, &gateway.ExecSpec{Argv: argv, Cwd: sandbox.WorkspacePath, Stdout: &out, Stderr: &out, Timeout: time.Minute, CallID: gateway.NewID()})
+	oc, err := sb.Exec(ctx, &gateway.ExecSpec{Argv: argv, Cwd: proto.WorkspacePath, Stdout: &out, Stderr: &out, Timeout: time.Minute, CallID: gateway.NewID()})
 	if err != nil {
 		t.Fatalf("%q: %v", argv, err)
 	}

@@ -1,0 +1,48 @@
+package proto
+
+// The warm executor: `toolgate-client executor`, started by init, serves
+// execs on a Unix socket in a host directory bind-mounted read-write, so a
+// call costs a connection instead of an Engine exec. Protocol (one call per
+// connection): POST ExecRoute, body = one JSON ExecRequest line, then the
+// raw stdin bytes; a 200 response is NDJSON ExecFrames: output chunks as
+// produced, then exactly one exit frame. Any other status means nothing ran.
+const (
+	ExecDirPath    = RunDir + "/exec"
+	ExecSocketName = "executor.sock"
+	ExecSocketPath = ExecDirPath + "/" + ExecSocketName
+	ExecRoute      = "/v1/exec"
+	// MaxExecLine bounds the request line and every response frame.
+	MaxExecLine = 1 << 20
+	// ExecChunk is the most output bytes one frame carries.
+	ExecChunk = 32 << 10
+)
+
+// ExecRequest is the first line of an exec request.
+type ExecRequest struct {
+	Argv    []string `json:"argv"`
+	Cwd     string   `json:"cwd,omitempty"`
+	Env     []string `json:"env,omitempty"`     // added to the container's environment
+	Timeout string   `json:"timeout,omitempty"` // Go duration; kills the process group
+	CallID  string   `json:"callId,omitempty"`  // records the group for `kill --call`
+}
+
+// ExecFrame is one line of the response; exactly one field is set. Stdout
+// and Stderr have the shape of the gateway's wire frames (base64 in JSON).
+type ExecFrame struct {
+	Stdout []byte    `json:"stdout,omitempty"`
+	Stderr []byte    `json:"stderr,omitempty"`
+	Exit   *ExecExit `json:"exit,omitempty"`
+}
+
+// ExecExit ends a response.
+type ExecExit struct {
+	ExitCode int  `json:"exitCode"`
+	TimedOut bool `json:"timedOut,omitempty"`
+}
+
+// FileHeader is the first line `toolgate-client get` prints before a
+// file's bytes: the gateway's read learns the full size and mode from it.
+type FileHeader struct {
+	Size int64  `json:"size"`
+	Mode uint32 `json:"mode"`
+}

@@ -1,0 +1,30 @@
+package proto
+
+// Routes of the agent socket (SocketPath in the sandbox).
+const (
+	// CallPattern is the plugin-call route; {name} is the tool. A call's
+	// body is one JSON call header, or NDJSON: the header, then stdin frames.
+	CallPattern = "/v1/tools/{name}/call"
+	// The Claude Code hook routes: the gate answers before the tool runs,
+	// the tap records what ran.
+	PreToolUsePath  = "/v1/hooks/pre-tool-use"
+	PostToolUsePath = "/v1/hooks/post-tool-use"
+	// EgressPath is CONNECTed by the in-sandbox forwarder for one tunnel,
+	// naming the destination in HeaderTarget and, optionally, the exec
+	// call whose process connects in HeaderParent.
+	EgressPath   = "/v1/egress"
+	HeaderTarget = "Toolgate-Target"
+	HeaderParent = "Toolgate-Parent"
+)
+
+// CallPath is the CallPattern route of tool name.
+func CallPath(name string) string { return "/v1/tools/" + name + "/call" }
+
+// Environment the host gives sandbox processes.
+const (
+	// EnvCallID holds the id of the exec call a process runs under; a
+	// launcher it starts passes it on as the call's parent.
+	EnvCallID = "TOOLGATE_CALL_ID"
+	// EnvEgress is "1" in a sandbox with egress: init starts the forwarder.
+	EnvEgress = "TOOLGATE_EGRESS"
+)
