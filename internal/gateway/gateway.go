@@ -114,7 +114,7 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 	snap := g.state.Load()
 	start := time.Now()
 	call.ID = NewID()
-	tool, dec := g.decide(snap, call)
+	tool, dec := g.decide(ctx, snap, call)
 	if dec.Ask {
 		var err error
 		if dec, err = g.ask(ctx, snap, call, tool, dec); err != nil {
@@ -241,12 +241,20 @@ func (g *Gateway) Wait(ctx context.Context) error {
 	}
 }
 
-func (g *Gateway) decide(snap *Snapshot, call *Call) (Tool, Decision) {
+func (g *Gateway) decide(ctx context.Context, snap *Snapshot, call *Call) (Tool, Decision) {
 	tool, refused := Prepare(snap, call)
 	if refused != nil {
 		return tool, *refused
 	}
-	return tool, snap.Decider.Decide(call)
+	dec := snap.Decider.Decide(call)
+	// Only a call policy lets through is admitted: a denied one must not
+	// make the tool reach out (start an upstream server) at all.
+	if a, ok := tool.(Admitter); ok && (dec.Allow || dec.Ask) {
+		if r := a.Admit(ctx, call); r != nil {
+			return tool, Decision{Rule: r.Rule, Reason: r.Reason, Shadow: dec.Shadow}
+		}
+	}
+	return tool, dec
 }
 
 // Prepare identifies the agent and tool of a call and lets the tool validate
@@ -271,6 +279,10 @@ func Prepare(snap *Snapshot, call *Call) (Tool, *Decision) {
 		call.Kind = tool.Kind()
 	}
 	if err := tool.Prepare(call, agent); err != nil {
+		var r *Refusal
+		if errors.As(err, &r) {
+			return tool, &Decision{Rule: r.Rule, Reason: r.Reason}
+		}
 		return tool, &Decision{Rule: "args.invalid", Reason: err.Error()}
 	}
 	return tool, nil

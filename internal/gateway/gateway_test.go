@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -325,5 +326,56 @@ func TestLimiterDenialRecorded(t *testing.T) {
 	// A policy denial is not counted against a limit.
 	if _, err := g.Handle(context.Background(), &Call{Agent: "a", Tool: "echo", Args: json.RawMessage(`{"x":"forbidden"}`)}, nil); !errors.As(err, &denied) || denied.Decision.Rule != "rules[0]" {
 		t.Errorf("policy denial: %v", err)
+	}
+}
+
+// admitTool refuses under a rule of its own: from Prepare for {"gone":…},
+// from Admit for {"stale":…}; it counts the times Admit was asked.
+type admitTool struct {
+	fakeTool
+	admits int
+}
+
+func (t *admitTool) Prepare(call *Call, a AgentInfo) error {
+	if strings.Contains(string(call.Args), `"gone"`) {
+		return fmt.Errorf("wrapped: %w", &Refusal{Rule: "tool.pin", Reason: "no longer approved"})
+	}
+	return t.fakeTool.Prepare(call, a)
+}
+
+func (t *admitTool) Admit(_ context.Context, call *Call) *Refusal {
+	t.admits++
+	if strings.Contains(string(call.Args), `"stale"`) {
+		return &Refusal{Rule: "tool.pin", Reason: "changed upstream"}
+	}
+	return nil
+}
+
+// A tool's own refusal is a denial under its rule, recorded before anything
+// runs; Admit is asked only when policy lets the call through.
+func TestToolRefusals(t *testing.T) {
+	cases := []struct {
+		args, wantRule string
+		wantAdmits     int
+	}{
+		{`{"ok":1}`, "default", 1},
+		{`{"gone":1}`, "tool.pin", 0},
+		{`{"stale":1}`, "tool.pin", 1},
+		{`{"stale":1,"x":"forbidden"}`, "rules[0]", 0},
+		{`{"bad":1}`, "args.invalid", 0},
+	}
+	for _, c := range cases {
+		sink := &memSink{}
+		tool := &admitTool{}
+		g := New(Options{Audit: sink}, &Snapshot{Agents: map[string]AgentInfo{"a": {Name: "a"}},
+			Tools: map[string]Tool{"echo": tool}, Decider: denyTool{}})
+		_, err := g.Handle(context.Background(), &Call{Agent: "a", Tool: "echo", Args: json.RawMessage(c.args)}, nil)
+		first := sink.entries[0]
+		if first.Rule != c.wantRule || tool.admits != c.wantAdmits {
+			t.Errorf("%s: rule %q after %d admits, want %q after %d", c.args, first.Rule, tool.admits, c.wantRule, c.wantAdmits)
+		}
+		if denied := (c.wantRule != "default"); denied != (err != nil) || denied != (tool.runs == 0) || (denied && first.Decision != "deny") {
+			t.Errorf("%s: err %v, %d runs, decision %s", c.args, err, tool.runs, first.Decision)
+		}
 	}
 }

@@ -38,6 +38,24 @@ type Tool interface {
 	Run(ctx context.Context, call *Call, env *RunEnv) (*Result, error)
 }
 
+// Admitter is a tool whose availability depends on something outside the
+// gateway: an upstream MCP server's live tool definition against the one
+// approved. Handle asks it once policy has allowed a call and before the
+// decision is recorded, so the record says why a call did not run; a
+// non-nil Refusal denies the call under the refusal's rule.
+type Admitter interface {
+	Admit(ctx context.Context, call *Call) *Refusal
+}
+
+// Refusal is a tool refusing a call under a rule of its own. Returned by
+// Prepare (as an error) it is recorded under that rule, not as bad arguments.
+type Refusal struct {
+	Rule   string
+	Reason string
+}
+
+func (r *Refusal) Error() string { return r.Reason }
+
 // AuditArgs is implemented by tools whose arguments carry bodies that the
 // audit log must keep only as sizes (file contents, stdin). It gets the call
 // as Prepare left it (Prepared may be nil when Prepare refused the call).

@@ -384,20 +384,48 @@ func (t *upstreamTool) Kind() gateway.Kind  { return gateway.KindTool }
 func (t *upstreamTool) Description() string { return t.pin.Def.Description }
 func (t *upstreamTool) Schema() string      { return string(t.pin.Def.InputSchema) }
 
-// Withheld says why the tool may not be offered or called now: its live
-// definition differs from the approved one (or the approval changed since
-// this configuration was built).
+// RulePin is the rule under which a call of an upstream tool whose
+// approved definition is not the live one is denied.
+const RulePin = "upstream.pin"
+
+// Withheld says why the tool may not be offered or called now, as far as
+// the pins know: its live definition was seen to differ from the approved
+// one (or the approval changed since this configuration was built).
 func (t *upstreamTool) Withheld() error {
 	pin, ok, err := t.u.pins.Get(t.name)
 	switch {
 	case err != nil:
-		return fmt.Errorf("pins unreadable: %v", err)
+		return &gateway.Refusal{Rule: RulePin, Reason: fmt.Sprintf("pins unreadable: %v", err)}
 	case !ok || pin.Hash == "":
-		return fmt.Errorf("%s is no longer approved", t.name)
+		return &gateway.Refusal{Rule: RulePin, Reason: fmt.Sprintf("%s is no longer approved", t.name)}
 	case pin.Hash != t.pin.Hash:
-		return fmt.Errorf("%s was re-approved with a new definition; reload the gateway to offer it", t.name)
+		return &gateway.Refusal{Rule: RulePin, Reason: fmt.Sprintf("%s was re-approved with a new definition; reload the gateway to offer it", t.name)}
 	case pin.Seen != nil:
-		return fmt.Errorf("%s changed upstream and is withheld until `toolgate tools approve %s`", t.name, t.name)
+		return t.changed()
+	}
+	return nil
+}
+
+func (t *upstreamTool) changed() *gateway.Refusal {
+	return &gateway.Refusal{Rule: RulePin,
+		Reason: fmt.Sprintf("%s changed upstream and is withheld until `toolgate tools approve %s`", t.name, t.name)}
+}
+
+// Admit checks the live definition against the approved one before the
+// call's decision is recorded, connecting (and listing the upstream's
+// tools) when there is no session yet: the first call after a restart or a
+// reconnect is denied under RulePin like every later one, not allowed and
+// then failed. A server it cannot reach admits the call, whose run then
+// fails with the reason.
+func (t *upstreamTool) Admit(ctx context.Context, _ *gateway.Call) *gateway.Refusal {
+	_, live, err := t.u.session(ctx)
+	if err != nil {
+		return nil
+	}
+	if h, ok := live[t.tool]; !ok {
+		return &gateway.Refusal{Rule: RulePin, Reason: fmt.Sprintf("%s is no longer offered by its upstream server", t.name)}
+	} else if h != t.pin.Hash {
+		return t.changed()
 	}
 	return nil
 }
@@ -441,8 +469,8 @@ func (t *upstreamTool) Run(ctx context.Context, call *gateway.Call, env *gateway
 	if err != nil {
 		return nil, err
 	}
-	if live[t.tool] != t.pin.Hash {
-		return nil, fmt.Errorf("%s changed upstream and is withheld until `toolgate tools approve %s`", t.name, t.name)
+	if live[t.tool] != t.pin.Hash { // it changed since Admit (tools/list_changed)
+		return nil, t.changed()
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.u.timeout)
 	defer cancel()

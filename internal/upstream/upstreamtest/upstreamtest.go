@@ -58,7 +58,8 @@ func serve() {
 }
 
 // Config declares the fake upstream, with echo described as desc, as
-// plugin "up" beside the builtin echo, both allowed to agent a.
+// plugin "up" beside the builtin echo, both allowed to agent a; agent b
+// may call only echo.
 func Config(t testing.TB, desc string) string {
 	t.Helper()
 	exe, err := os.Executable()
@@ -76,5 +77,7 @@ plugins:
 agents:
   a:
     tools: [echo, up]
+  b:
+    tools: [echo]
 `, exe, desc, filepath.Join(t.TempDir(), "desc"))
 }
