@@ -56,6 +56,7 @@ type env struct {
 	sock     string
 	agent    string
 	uid, gid int
+	hc       *http.Client // one client, one kept-alive connection: a fuzzer posts thousands
 }
 
 // newEnv runs a gateway with the policy above, a real audit writer, the
@@ -102,7 +103,11 @@ func newEnv(t testing.TB, agent, sockPath, workspace string, owner ...int) *env 
 	if err := e.agents.Serve(agent, e.sock, uid, gid); err != nil {
 		t.Fatal(err)
 	}
+	e.hc = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", e.sock)
+	}}}
 	t.Cleanup(func() {
+		e.hc.CloseIdleConnections()
 		e.agents.Close()
 		e.aw.Close()
 	})
@@ -111,10 +116,7 @@ func newEnv(t testing.TB, agent, sockPath, workspace string, owner ...int) *env 
 
 func (e *env) post(t testing.TB, path string, body []byte) (int, []byte) {
 	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", e.sock)
-	}}}
-	resp, err := hc.Post("http://toolgate"+path, "application/json", bytes.NewReader(body))
+	resp, err := e.hc.Post("http://toolgate"+path, "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,6 +294,7 @@ func TestTapIdempotent(t *testing.T) {
 	srv2 := agentsock.New(e.gw, agentsock.Options{Logger: quiet})
 	hs2.Mount(srv2)
 	e.agents.Close()
+	e.hc.CloseIdleConnections() // they were to the old server
 	if err := srv2.Serve(e.agent, e.sock, e.uid, e.gid); err != nil {
 		t.Fatal(err)
 	}
