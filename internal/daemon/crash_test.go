@@ -2,20 +2,25 @@ package daemon
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/adminapi"
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/upstream"
 )
 
 // TestCallInterruptedByCrashIsClosed: a daemon process killed (SIGKILL)
 // while a call runs leaves its decision without a result; the next start
-// records the call as interrupted, and the chain verifies.
+// records the call as interrupted, removes the temporary files of atomic
+// writes cut short, and the chain verifies.
 func TestCallInterruptedByCrashIsClosed(t *testing.T) {
 	e := newEnv(t, "crash")
 	a := e.agents[0]
@@ -64,7 +69,20 @@ func TestCallInterruptedByCrashIsClosed(t *testing.T) {
 		t.Fatalf("before the restart the call has %d entries (%v), want its decision only", len(got), err)
 	}
 
+	// What a crash in the middle of atomic writes leaves in the home.
+	leftovers := []string{auth.StoreFile + ".tmp", upstream.PinsFile + ".tmp", ".hooks-seen-123"}
+	for _, f := range leftovers {
+		if err := os.WriteFile(filepath.Join(e.home, f), []byte(`{"half":`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	e.start()
+	for _, f := range leftovers {
+		if _, err := os.Stat(filepath.Join(e.home, f)); !os.IsNotExist(err) {
+			t.Errorf("leftover %s not removed at start: %v", f, err)
+		}
+	}
 	got := e.entries(audit.Filter{ID: id})
 	if len(got) != 2 || got[1].Phase != gateway.PhaseResult || got[1].Error != audit.Interrupted {
 		t.Fatalf("after the restart: %+v", got)

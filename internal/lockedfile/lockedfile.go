@@ -125,6 +125,40 @@ func editFile(path string, edit func(old []byte) ([]byte, error)) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
+	return locked(path, func() error {
+		old, err := os.ReadFile(path)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		b, err := edit(old)
+		if err != nil {
+			return err
+		}
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, b, 0o600); err != nil {
+			return err
+		}
+		return os.Rename(tmp, path)
+	})
+}
+
+// RemoveLeftover deletes the temporary file of an edit of path whose
+// process died before renaming it into place. It takes the edit lock, so it
+// never removes a file another process is writing.
+func RemoveLeftover(path string) error {
+	if _, err := os.Lstat(path + ".tmp"); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return locked(path, func() error {
+		if err := os.Remove(path + ".tmp"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	})
+}
+
+// locked runs fn holding the exclusive flock on path+".lock".
+func locked(path string, fn func() error) error {
 	lf, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
@@ -134,17 +168,5 @@ func editFile(path string, edit func(old []byte) ([]byte, error)) error {
 		return err
 	}
 	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	b, err := edit(old)
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return fn()
 }

@@ -92,3 +92,25 @@ func TestCorruptFile(t *testing.T) {
 		t.Fatal("a corrupt file opened")
 	}
 }
+
+// TestRemoveLeftover: the temporary file of an edit cut short by a crash is
+// removed; with none there is nothing to do and no lock file is made.
+func TestRemoveLeftover(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	if err := RemoveLeftover(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + ".lock"); !os.IsNotExist(err) {
+		t.Fatalf("a lock file was made with nothing to remove: %v", err)
+	}
+	if err := os.WriteFile(path+".tmp", []byte(`{"half":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveLeftover(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + ".tmp"); !os.IsNotExist(err) {
+		t.Fatalf("leftover still there: %v", err)
+	}
+}
