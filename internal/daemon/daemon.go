@@ -29,6 +29,7 @@ import (
 	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks/hookserver"
+	"github.com/toolgate/toolgate/internal/lockedfile"
 	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/ratelimit"
@@ -116,6 +117,14 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 			lock.Close()
 		}
 	}()
+	// An edit of a shared state file cut short by a crash leaves its
+	// temporary file. Removing it takes the edit lock: a CLI edit in
+	// progress is not disturbed.
+	for _, f := range []string{auth.StoreFile, upstream.PinsFile} {
+		if err := lockedfile.RemoveLeftover(filepath.Join(opts.Home, f)); err != nil {
+			log.Warn("leftover temporary file not removed", "file", f+".tmp", "err", err)
+		}
+	}
 	cfg, err := config.Load(opts.Home, opts.ConfigPath)
 	if err != nil {
 		return nil, err
