@@ -30,6 +30,7 @@ func cmdInit(_ []string, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT)
 	startForwarder(stderr)
+	startModelForwarder(stderr)
 	executor := 0 // pid; 0: none
 	var restart <-chan time.Time
 	var started time.Time

@@ -1,7 +1,11 @@
 // Package config loads and validates toolgate's YAML configuration.
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/toolgate/toolgate/internal/model"
+)
 
 // Config is the whole configuration file (~/.toolgate/config.yaml).
 type Config struct {
@@ -28,6 +32,9 @@ type Gateway struct {
 	ClientBinary string        `yaml:"clientBinary"`
 	Audit        Audit         `yaml:"audit"`
 	Egress       GatewayEgress `yaml:"egress"`
+	// Models are the model providers agents may use through the model door,
+	// by name (the name is the `tool` of their audit entries).
+	Models map[string]ModelProvider `yaml:"models"`
 }
 
 // GatewayEgress configures the egress guard for every agent.
@@ -71,6 +78,9 @@ type Agent struct {
 	// denied, with the limit as its reason. An agent's own list replaces
 	// the defaults' list.
 	Rates []Rate `yaml:"rates"`
+	// Model lets the agent's sandbox reach model providers through the
+	// gateway's model door; nil: it has none.
+	Model *AgentModel `yaml:"model"`
 }
 
 // Rate is one limit on an agent's calls. Tool or Kind selects the calls
@@ -185,4 +195,33 @@ type Secret struct {
 	File   string   `yaml:"file"`  // a host file (relative to HOME); one trailing newline is dropped
 	Agents []string `yaml:"agents"`
 	Tools  []string `yaml:"tools"`
+}
+
+// ModelProvider is one model API the gateway forwards to, adding the
+// credential from host secrets (the sandbox never holds it).
+type ModelProvider struct {
+	API  string `yaml:"api"`  // anthropic or openai: the wire shape
+	Kind string `yaml:"kind"` // how the door serves it; default http (the remote API at URL)
+	URL  string `yaml:"url"`  // kind http: base URL, e.g. https://api.anthropic.com
+	// Secret names the host secret (secrets.yaml or the secrets section)
+	// holding the API key; its tools list must name this provider.
+	Secret string `yaml:"secret"`
+	// Private is deny (default) or allow: URL may resolve to a non-global
+	// address (a model server on the host's network). Metadata stays refused.
+	Private string `yaml:"private"`
+	// Timeout ends a call when the upstream sends nothing for this long
+	// (before its headers or between two chunks); default 5m.
+	Timeout time.Duration `yaml:"timeout"`
+	// Prices are USD per million tokens by model name or pattern
+	// (claude-sonnet-4*); a model without a price costs 0 and says so.
+	Prices map[string]model.Price `yaml:"prices"`
+}
+
+// AgentModel is an agent's use of the model door. Fields tagged
+// config:"size" take a byte count or a size such as 32m.
+type AgentModel struct {
+	Providers []string     `yaml:"providers"`             // names under gateway.models
+	Allow     []string     `yaml:"allow"`                 // model names or patterns (claude-*); empty: any
+	MaxBody   int64        `yaml:"maxBody" config:"size"` // request body limit; default 32m
+	Budget    model.Budget `yaml:"budget"`
 }

@@ -92,6 +92,8 @@ func (d *decoder) finish(c *Config) {
 	}
 	d.agent("defaults", &c.Defaults, c.Plugins, c.Home)
 	d.egress("defaults.egress", c.Defaults.Egress)
+	d.models(c)
+	d.agentModel("defaults.model", c.Defaults.Model, c.Gateway.Models)
 
 	workspaces := map[string]string{}
 	for _, name := range sortedKeys(c.Agents) {
@@ -106,8 +108,10 @@ func (d *decoder) finish(c *Config) {
 		}
 		d.agent(path, a, c.Plugins, c.Home)
 		d.egress(path+".egress", a.Egress)
+		d.agentModel(path+".model", a.Model, c.Gateway.Models)
 		merge(a, &c.Defaults)
 		mergeEgress(a, &c.Defaults)
+		mergeModel(a, &c.Defaults)
 		builtins(a, c.Home, name)
 		builtinEgress(a.Egress)
 		d.ruleIDs(path, a)

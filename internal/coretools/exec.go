@@ -152,6 +152,7 @@ func (t *Exec) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 		Cwd:     call.Path,
 		Timeout: timeout,
 		CallID:  call.ID,
+		Session: call.Session,
 	}
 	for k, v := range a.Env {
 		spec.Env = append(spec.Env, k+"="+v)

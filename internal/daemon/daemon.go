@@ -31,6 +31,7 @@ import (
 	"github.com/toolgate/toolgate/internal/hooks/hookserver"
 	"github.com/toolgate/toolgate/internal/lockedfile"
 	"github.com/toolgate/toolgate/internal/mcp"
+	"github.com/toolgate/toolgate/internal/modeldoor"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/ratelimit"
 	"github.com/toolgate/toolgate/internal/sandbox"
@@ -57,6 +58,8 @@ type Daemon struct {
 	client  string
 	bounder *audit.Bounder
 	door    *mcp.Door
+	models  *modeldoor.Door
+	meter   *modeldoor.Meter // model spending; outlives reloads
 	sock    *agentsock.Server
 	mu      sync.Mutex // guards built across reloads
 	built   *Built
@@ -133,7 +136,8 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	built, err := Build(cfg, ups)
+	meter := modeldoor.NewMeter()
+	built, err := build(cfg, ups, meter)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +158,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		mgr.Close()
 		return nil, fmt.Errorf("opening the audit log: %w", err)
 	}
-	d := &Daemon{opts: opts, log: log, audit: aw, docker: mgr, client: client, built: built, lock: lock, upstreams: ups}
+	d := &Daemon{opts: opts, log: log, audit: aw, docker: mgr, client: client, built: built, lock: lock, upstreams: ups, meter: meter}
 	d.bounder = audit.NewBounder(cfg.Gateway.Audit.MaxArgBytes)
 	d.bounder.AddSecrets(built.Secrets.Values()...)
 	d.approvals = approval.New()
@@ -171,6 +175,8 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	d.conns = connlimit.Plan(nofile)
 	d.sock = agentsock.New(d.gw, agentsock.Options{Logger: log, MaxConns: d.conns.PerAgent, Pool: connlimit.NewPool(d.conns.Agents)})
 	d.sock.Handle(egress.Pattern, egress.NewHandler(d.gw))
+	d.models = modeldoor.New(d.gw)
+	d.sock.Handle("POST "+modeldoor.Pattern, d.models)
 	hs, err := hookserver.New(hookserver.Options{Gateway: d.gw, AuditDir: cfg.Gateway.Audit.Dir,
 		StatePath: filepath.Join(opts.Home, hookserver.StateFile), Position: aw.Position, Logger: log})
 	if err != nil {
@@ -205,6 +211,10 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	}
 	return d, nil
 }
+
+// ModelDoor is the model door, for in-process callers (toolgate's own
+// agent loop): Send decides, budgets and records like a sandbox's request.
+func (d *Daemon) ModelDoor() *modeldoor.Door { return d.models }
 
 // Gateway is the running pipeline (tests and other entry points use it).
 func (d *Daemon) Gateway() *gateway.Gateway { return d.gw }
@@ -242,7 +252,7 @@ func (d *Daemon) Reload(ctx context.Context) error {
 	cfg, err := config.Load(d.opts.Home, d.opts.ConfigPath)
 	if err == nil {
 		var built *Built
-		if built, err = Build(cfg, d.upstreams); err == nil {
+		if built, err = build(cfg, d.upstreams, d.meter); err == nil {
 			return d.swap(ctx, built)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/toolgate/toolgate/internal/coretools"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
+	"github.com/toolgate/toolgate/internal/modeldoor"
 	"github.com/toolgate/toolgate/internal/plugin"
 	_ "github.com/toolgate/toolgate/internal/plugin/kinds" // every plugin kind
 	"github.com/toolgate/toolgate/internal/policy"
@@ -32,7 +33,13 @@ type Built struct {
 // Upstream MCP servers' tools are built on ups, the daemon's pool; nil (a
 // check by the CLI) builds them on a pool of their own that is never
 // connected.
+// The model meter is fresh (nothing spent yet).
 func Build(cfg *config.Config, ups *upstream.Pool) (*Built, error) {
+	return build(cfg, ups, modeldoor.NewMeter())
+}
+
+// build is Build on the daemon's model meter, which outlives reloads.
+func build(cfg *config.Config, ups *upstream.Pool, meter *modeldoor.Meter) (*Built, error) {
 	eng, err := policy.New(cfg)
 	if err != nil {
 		return nil, err
@@ -73,6 +80,11 @@ func Build(cfg *config.Config, ups *upstream.Pool) (*Built, error) {
 	for name, t := range plugins {
 		b.Snapshot.Tools[name] = t
 	}
+	mt, err := modeldoor.NewTool(cfg, b.Secrets, meter, modeldoor.Env{Egress: egressOptions(cfg)})
+	if err != nil {
+		return nil, err
+	}
+	b.Snapshot.ByKind[gateway.KindModel] = mt
 	return b, nil
 }
 
@@ -86,6 +98,18 @@ func OpenUpstreams(home string) (*upstream.Pool, error) {
 	return upstream.NewPool(pins), nil
 }
 
+// modelProviders are the providers an agent's sandbox may call.
+func modelProviders(cfg *config.Config, a *config.Agent) []proto.ModelProvider {
+	if a.Model == nil {
+		return nil
+	}
+	var ps []proto.ModelProvider
+	for _, name := range a.Model.Providers {
+		ps = append(ps, proto.ModelProvider{Name: name, API: cfg.Gateway.Models[name].API})
+	}
+	return ps
+}
+
 // Specs are the sandboxes the configuration wants, each with the client binary mounted.
 func (b *Built) Specs(client string) []sandbox.AgentSpec {
 	var specs []sandbox.AgentSpec
@@ -93,7 +117,7 @@ func (b *Built) Specs(client string) []sandbox.AgentSpec {
 		specs = append(specs, sandbox.AgentSpec{
 			Agent: name, Image: a.Image, Workspace: a.Workspace, User: a.User,
 			Memory: a.MemoryBytes(), CPUs: a.Limits.CPUs, Pids: a.Limits.Pids, ClientBinary: client,
-			Egress: a.Egress != nil, Tools: b.launchers(name),
+			Egress: a.Egress != nil, Models: modelProviders(b.Config, a), Tools: b.launchers(name),
 		})
 	}
 	return specs

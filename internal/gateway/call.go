@@ -19,6 +19,7 @@ const (
 	KindTool     Kind = "tool"      // plugin tools: handler runs on the host
 	KindHook     Kind = "hook"      // Claude Code hook gate/tap
 	KindEgress   Kind = "egress"    // outbound connection through the proxy
+	KindModel    Kind = "model"     // a model API request through the model door
 	KindAdmin    Kind = "admin"     // admin API access (e.g. a refused token)
 	KindObserved Kind = "observed"  // what a transcript claims; never a decision
 )

@@ -142,6 +142,7 @@ type ExecSpec struct {
 	Stderr  io.Writer
 	Timeout time.Duration // kills the whole process tree when reached
 	CallID  string        // exported to the process as TOOLGATE_CALL_ID
+	Session string        // the call's session hint, exported as TOOLGATE_SESSION
 }
 
 // ExecOutcome is how a sandbox process ended.

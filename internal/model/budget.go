@@ -16,11 +16,11 @@ const (
 
 // Budget is one agent's model budget; a zero field is no limit.
 type Budget struct {
-	RequestsPerMinute int     `json:"requestsPerMinute,omitempty"`
-	TokensPerHour     int64   `json:"tokensPerHour,omitempty"`
-	TokensPerDay      int64   `json:"tokensPerDay,omitempty"`
-	CostPerHour       float64 `json:"costPerHour,omitempty"`
-	CostPerDay        float64 `json:"costPerDay,omitempty"`
+	RequestsPerMinute int     `json:"requestsPerMinute,omitempty" yaml:"requestsPerMinute"`
+	TokensPerHour     int64   `json:"tokensPerHour,omitempty" yaml:"tokensPerHour"`
+	TokensPerDay      int64   `json:"tokensPerDay,omitempty" yaml:"tokensPerDay"`
+	CostPerHour       float64 `json:"costPerHour,omitempty" yaml:"costPerHour"`
+	CostPerDay        float64 `json:"costPerDay,omitempty" yaml:"costPerDay"`
 }
 
 // Spent is what an agent used in the windows a Budget limits, as measured
@@ -33,7 +33,7 @@ type Spent struct {
 	Cost1h     float64 `json:"cost1h"`
 	Cost1d     float64 `json:"cost1d"`
 	// RetryAfter is when the oldest request of the last minute leaves it.
-	RetryAfter time.Duration `json:"retryAfterMs"`
+	RetryAfter time.Duration `json:"retryAfterNs"`
 }
 
 // Check decides one more request against the budget. A refusal names its

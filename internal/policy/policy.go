@@ -270,6 +270,12 @@ func (e *Engine) decide(call *gateway.Call, x *Explanation) gateway.Decision {
 		if dflt = ap.egress.Decide(call); !dflt.Allow {
 			return dflt
 		}
+	case gateway.KindModel:
+		// The provider, the model allowlist and the budget first; rules may
+		// still deny, and an allowed model needs no allow rule.
+		if dflt = decideModel(ap, call); !dflt.Allow {
+			return dflt
+		}
 	case gateway.KindHook:
 		// Decided by the rules alone.
 	default:

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"github.com/toolgate/toolgate/internal/proto"
 	"slices"
 	"strings"
 	"testing"
@@ -8,8 +9,8 @@ import (
 
 func TestEgressEnv(t *testing.T) {
 	off := AgentSpec{Agent: "a"}
-	if off.Env() != nil || !slices.Equal(off.CallEnv("c1"), []string{"TOOLGATE_CALL_ID=c1"}) {
-		t.Errorf("without egress: %q %q", off.Env(), off.CallEnv("c1"))
+	if off.Env() != nil || !slices.Equal(off.CallEnv("c1", ""), []string{"TOOLGATE_CALL_ID=c1"}) {
+		t.Errorf("without egress: %q %q", off.Env(), off.CallEnv("c1", ""))
 	}
 	on := AgentSpec{Agent: "a", Egress: true}
 	want := func(env []string, url string) {
@@ -29,7 +30,7 @@ func TestEgressEnv(t *testing.T) {
 	if !slices.Contains(on.Env(), "TOOLGATE_EGRESS=1") {
 		t.Errorf("container env %q does not start the forwarder", on.Env())
 	}
-	call := on.CallEnv("18ecaa9a0c1c8d4a")
+	call := on.CallEnv("18ecaa9a0c1c8d4a", "")
 	want(call, "http://call-18ecaa9a0c1c8d4a:x@127.0.0.1:3128")
 	if call[0] != "TOOLGATE_CALL_ID=18ecaa9a0c1c8d4a" || strings.Contains(strings.Join(call, " "), "TOOLGATE_EGRESS") {
 		t.Errorf("call env %q", call)
@@ -54,5 +55,25 @@ func TestPathEnv(t *testing.T) {
 		if got := PathEnv(c.image); got != c.want {
 			t.Errorf("PathEnv(%q) = %q, want %q", c.image, got, c.want)
 		}
+	}
+}
+
+func TestModelEnv(t *testing.T) {
+	s := AgentSpec{Models: []proto.ModelProvider{{Name: "anth", API: "anthropic"}, {Name: "oai", API: "openai"}, {Name: "oai2", API: "openai"}}}
+	env := s.Env()
+	for _, want := range []string{"TOOLGATE_MODEL=1", "ANTHROPIC_BASE_URL=http://127.0.0.1:3129/anth", "ANTHROPIC_API_KEY=toolgate-placeholder",
+		"OPENAI_BASE_URL=http://127.0.0.1:3129/oai/v1", "OPENAI_API_KEY=toolgate-placeholder"} {
+		if !slices.Contains(env, want) {
+			t.Errorf("Env lacks %s: %q", want, env)
+		}
+	}
+	call := s.CallEnv("c1", "sess-1")
+	for _, want := range []string{"TOOLGATE_SESSION=sess-1", "ANTHROPIC_BASE_URL=http://127.0.0.1:3129/~c1~sess-1/anth"} {
+		if !slices.Contains(call, want) {
+			t.Errorf("CallEnv lacks %s: %q", want, call)
+		}
+	}
+	if slices.Contains(s.CallEnv("c1", "bad session"), "TOOLGATE_SESSION=bad session") {
+		t.Error("an invalid session hint exported")
 	}
 }

@@ -37,6 +37,9 @@ type AgentSpec struct {
 	// Egress starts the in-sandbox forwarder and points the proxy variables
 	// at it (Env, CallEnv); the network mode stays none.
 	Egress bool
+	// Models are the model providers the sandbox reaches through the model
+	// door: init starts its forwarder and Env points the clients at it.
+	Models []proto.ModelProvider
 	// Tools are the agent's plugin tools: exactly these get a launcher in
 	// ToolsBinDir. Not part of the sandbox's identity: the directory is a
 	// bind mount, so a changed list is rewritten on the host, no recreate.
@@ -94,23 +97,29 @@ func (s AgentSpec) SocketDir() string {
 }
 
 // Env is the container's environment: with egress, TOOLGATE_EGRESS=1 (init
-// starts the forwarder) and the proxy variables, unattributed.
+// starts the forwarder) and the proxy variables, unattributed; with model
+// providers, the model door's base URLs and placeholder keys.
 func (s AgentSpec) Env() []string {
+	env := proto.ModelEnv(s.Models, "", "")
 	if !s.Egress {
-		return nil
+		return env
 	}
-	return append(proxyEnv(proto.ProxyURL("")), proto.EnvEgress+"=1")
+	return append(append(proxyEnv(proto.ProxyURL("")), proto.EnvEgress+"=1"), env...)
 }
 
-// CallEnv is what the exec of call id adds to the environment: its id and,
-// with egress, proxy variables whose credentials name the call, so the
-// connections its processes open are attributed to it.
-func (s AgentSpec) CallEnv(id string) []string {
+// CallEnv is what the exec of call id adds to the environment: its id, the
+// session hint it was called with and, with egress, proxy variables whose
+// credentials name the call, so the connections its processes open are
+// attributed to it; model base URLs carry the same hints.
+func (s AgentSpec) CallEnv(id, session string) []string {
 	env := []string{proto.EnvCallID + "=" + id}
+	if proto.ValidCallID(session) {
+		env = append(env, proto.SessionEnv+"="+session)
+	}
 	if s.Egress {
 		env = append(env, proxyEnv(proto.ProxyURL(id))...)
 	}
-	return env
+	return append(env, proto.ModelEnv(s.Models, id, session)...)
 }
 
 // DefaultPath is the PATH of an image that sets none (Docker's own default).

@@ -101,7 +101,7 @@ func (s *Sandbox) execExecutor(ctx context.Context, spec *gateway.ExecSpec, call
 	req := &proto.ExecRequest{
 		Argv:   spec.Argv,
 		Cwd:    spec.Cwd,
-		Env:    append(slices.Clip(spec.Env), box.CallEnv(callID)...),
+		Env:    append(slices.Clip(spec.Env), box.CallEnv(callID, spec.Session)...),
 		CallID: callID,
 	}
 	if spec.Timeout > 0 {
@@ -115,7 +115,7 @@ func (s *Sandbox) execEngine(ctx context.Context, spec *gateway.ExecSpec, callID
 	_, box := s.current()
 	opts := client.ExecCreateOptions{
 		Cmd:          sandbox.RunArgv(callID, spec.Timeout, spec.Argv),
-		Env:          append(slices.Clip(spec.Env), box.CallEnv(callID)...),
+		Env:          append(slices.Clip(spec.Env), box.CallEnv(callID, spec.Session)...),
 		WorkingDir:   spec.Cwd,
 		AttachStdin:  spec.Stdin != nil,
 		AttachStdout: true,

@@ -1,0 +1,421 @@
+package modeldoor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/model"
+	"github.com/toolgate/toolgate/internal/secrets"
+)
+
+// maxJSONAnswer bounds how much of a non-streamed answer is kept to read
+// its usage; the client gets all of it regardless.
+const maxJSONAnswer = 16 << 20
+
+// Secrets resolves a host secret for an (agent, tool) pair; *secrets.Store
+// implements it.
+type Secrets interface {
+	Resolve(agent, tool, name string) (string, error)
+}
+
+var _ Secrets = (*secrets.Store)(nil)
+
+// provider is one configured provider as the tool runs it.
+type provider struct {
+	name    string
+	cfg     config.ModelProvider
+	api     model.API
+	prices  model.Prices
+	backend Backend
+}
+
+// Tool is the gateway tool behind every model call (Snapshot.ByKind[model]).
+// A call's Tool is the provider's name. Prepare reads the request's facts
+// and what the agent has spent, which policy decides on; Run forwards the
+// request with the host's credential and records what the answer reports.
+type Tool struct {
+	providers map[string]*provider
+	agents    map[string]*config.AgentModel
+	meter     *Meter
+	secrets   Secrets
+	now       func() time.Time
+}
+
+// NewTool builds the model tool of a configuration. The meter outlives it
+// (a reload builds a new tool on the same meter).
+func NewTool(cfg *config.Config, sec Secrets, meter *Meter, env Env) (*Tool, error) {
+	t := &Tool{providers: map[string]*provider{}, agents: map[string]*config.AgentModel{}, meter: meter, secrets: sec, now: time.Now}
+	var errs []error
+	for name, p := range cfg.Gateway.Models {
+		f, ok := factory(p.Kind)
+		if !ok {
+			errs = append(errs, fmt.Errorf("gateway.models.%s.kind: %q is not a provider kind (known: %s)", name, p.Kind, strings.Join(Kinds(), ", ")))
+			continue
+		}
+		b, err := f(name, p, env)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		t.providers[name] = &provider{name: name, cfg: p, api: model.API(p.API), prices: model.Prices(p.Prices), backend: b}
+	}
+	for name, a := range cfg.Agents {
+		if a.Model != nil {
+			t.agents[name] = a.Model
+		}
+	}
+	return t, errors.Join(errs...)
+}
+
+func (t *Tool) Name() string       { return "model" }
+func (t *Tool) Kind() gateway.Kind { return gateway.KindModel }
+
+// MaxBody is the request body limit of an agent; false when it has no
+// model section.
+func (t *Tool) MaxBody(agent string) (int64, bool) {
+	a, ok := t.agents[agent]
+	if !ok {
+		return 0, false
+	}
+	return a.MaxBody, true
+}
+
+// API is the wire shape of a provider, for shaping errors.
+func (t *Tool) API(provider string) (model.API, bool) {
+	p, ok := t.providers[provider]
+	if !ok {
+		return "", false
+	}
+	return p.api, true
+}
+
+// Args are a model call's arguments as recorded and as CEL rules see them
+// (args.model, args.max_tokens, args.tools …): the facts, never the prompt.
+type Args struct {
+	Provider  string   `json:"provider"`
+	Endpoint  string   `json:"endpoint"`
+	Model     string   `json:"model,omitempty"`
+	MaxTokens int64    `json:"max_tokens,omitempty"`
+	Stream    bool     `json:"stream,omitempty"`
+	Tools     []string `json:"tools,omitempty"`
+	BodyBytes int      `json:"bodyBytes"`
+}
+
+// exchange is one request in flight: what the entry point received and
+// where the answer goes. The entry point puts it in Call.Prepared.
+type exchange struct {
+	method, path string
+	query        string // raw, passed on as sent
+	header       http.Header
+	body         []byte
+	out          sink
+
+	api      model.API
+	endpoint model.Endpoint
+	facts    model.Facts
+}
+
+// sink is where an answer goes: an HTTP response, or an in-process reader.
+type sink interface {
+	// start sends the status and headers; once, before any body.
+	start(status int, h http.Header)
+	// write sends body bytes at once (flushed); an error means the client is gone.
+	write(p []byte) error
+	started() bool
+	// header holds headers the door adds to its own answers.
+	header() http.Header
+}
+
+// Prepare reads the request's facts into the call's arguments and detail,
+// and what the agent has spent into Detail["spent"], so policy decides on
+// recorded facts only.
+func (t *Tool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
+	ex, ok := call.Prepared.(*exchange)
+	if !ok {
+		return errors.New("model: the call carries no request")
+	}
+	args := Args{Provider: call.Tool, BodyBytes: len(ex.body)}
+	defer func() { call.Args, _ = json.Marshal(args) }()
+	p, ok := t.providers[call.Tool]
+	if !ok {
+		return fmt.Errorf("model: no provider %q is configured", call.Tool)
+	}
+	ep, ok := model.EndpointOf(p.api, ex.method, ex.path)
+	if !ok {
+		return fmt.Errorf("model: %s %s is not a %s endpoint the door forwards", ex.method, ex.path, p.api)
+	}
+	args.Endpoint = string(ep)
+	facts, err := model.ParseRequest(ep, ex.body)
+	if err != nil {
+		return err
+	}
+	args.Model, args.MaxTokens, args.Stream, args.Tools = facts.Model, facts.MaxTokens, facts.Stream, facts.Tools
+	if ex.body, err = model.WithStreamUsage(ep, ex.body, facts); err != nil {
+		return err
+	}
+	ex.api, ex.endpoint, ex.facts = p.api, ep, facts
+	d := maps.Clone(call.Detail)
+	if d == nil {
+		d = map[string]any{}
+	}
+	d["model"] = facts.Model
+	d["spent"] = t.meter.Spent(call.Agent, t.now())
+	call.Detail = d
+	return nil
+}
+
+// Run forwards an allowed call and passes the answer on as it arrives.
+// The result entry's detail gets the status, usage, stop reason, tool_use
+// ids, cost and timings; a failure on either side is its error.
+func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (*gateway.Result, error) {
+	ex, _ := call.Prepared.(*exchange)
+	p := t.providers[call.Tool]
+	if ex == nil || p == nil {
+		return nil, errors.New("model: the call carries no request")
+	}
+	d := maps.Clone(call.Detail)
+	delete(d, "spent") // on the decision; the result has its own facts
+	defer func() { call.Detail = d }()
+	start := t.now()
+	t.meter.Request(call.Agent, start)
+
+	client := ctx // ends when the client goes away
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// No byte from the upstream for Timeout ends the call: before the
+	// answer's headers and between two reads of its body.
+	idle := time.AfterFunc(p.cfg.Timeout, func() {
+		cancel(fmt.Errorf("model: the upstream sent nothing for %s", p.cfg.Timeout))
+	})
+	defer idle.Stop()
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+		d["remote"] = ci.Conn.RemoteAddr().String()
+	}})
+
+	req, err := http.NewRequestWithContext(ctx, ex.method, ex.path, bytes.NewReader(ex.body))
+	if err != nil {
+		return nil, err
+	}
+	req.URL.RawQuery = ex.query
+	req.ContentLength = int64(len(ex.body))
+	req.Header = forwardHeader(ex.header)
+	if p.cfg.Secret != "" {
+		key, err := t.secrets.Resolve(call.Agent, p.name, p.cfg.Secret)
+		if err != nil {
+			return nil, fmt.Errorf("model: provider %s: %w", p.name, err)
+		}
+		setKey(req.Header, p.api, key)
+	}
+	resp, err := p.backend.Do(req)
+	if err != nil {
+		if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
+			err = c
+		}
+		return nil, fmt.Errorf("model: provider %s: %w", p.name, err)
+	}
+	defer resp.Body.Close()
+	idle.Reset(p.cfg.Timeout)
+	d["status"] = resp.StatusCode
+	if s, ok := retryAfter(resp.Header); ok {
+		d["retryAfter"] = s
+	}
+	ex.out.start(resp.StatusCode, answerHeader(resp.Header))
+	d["ttfbMs"] = ms(t.now().Sub(start))
+
+	sse := strings.HasPrefix(strings.ToLower(resp.Header.Get("Content-Type")), "text/event-stream")
+	var stream *model.Stream
+	var whole bytes.Buffer
+	if sse {
+		stream = model.NewStream(ex.endpoint)
+	}
+	var n int64
+	var upErr, downErr error
+	buf := make([]byte, 32<<10)
+	for {
+		k, rerr := resp.Body.Read(buf)
+		if k > 0 {
+			idle.Reset(p.cfg.Timeout)
+			n += int64(k)
+			if stream != nil {
+				stream.Write(buf[:k])
+			} else if whole.Len() < maxJSONAnswer {
+				whole.Write(buf[:min(k, maxJSONAnswer-whole.Len())])
+			}
+			if werr := ex.out.write(buf[:k]); werr != nil {
+				downErr = werr
+				break
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			upErr = rerr
+			if client.Err() != nil {
+				upErr, downErr = nil, client.Err()
+			} else if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
+				upErr = c
+			}
+			break
+		}
+	}
+	d["bytes"] = n
+	d["durationMs"] = ms(t.now().Sub(start))
+
+	var out model.Outcome
+	known := false
+	if stream != nil {
+		stream.Close()
+		out, known = stream.Outcome(), true
+		if upErr == nil && downErr == nil && resp.StatusCode < 300 && !stream.Done() {
+			upErr = errors.New("the stream ended before its final event")
+		}
+	} else if resp.StatusCode < 300 {
+		out, known = model.ParseResponse(ex.endpoint, whole.Bytes())
+	}
+	res := &gateway.Result{}
+	t.record(d, call, p, ex, out, known, resp.StatusCode)
+	switch {
+	case downErr != nil:
+		res.Error = "the client went away before the answer ended: " + downErr.Error()
+	case upErr != nil:
+		res.Error = "the upstream cut the answer: " + upErr.Error()
+		if sse {
+			// Tell the client in its API's own words; it may be gone too.
+			_ = ex.out.write(model.StreamError(ex.endpoint, "toolgate: "+res.Error))
+		}
+	case resp.StatusCode >= 400:
+		res.Error = fmt.Sprintf("the upstream answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+		if m := providerMessage(whole.Bytes()); m != "" {
+			res.Error += ": " + m
+		}
+	case out.Error != "":
+		res.Error = "the upstream reported an error: " + out.Error
+	}
+	return res, nil
+}
+
+// record puts what the answer said in the result's detail and counts it.
+func (t *Tool) record(d map[string]any, call *gateway.Call, p *provider, ex *exchange, out model.Outcome, known bool, status int) {
+	name := out.Model
+	if name == "" {
+		name = ex.facts.Model
+	}
+	d["model"] = name
+	if out.StopReason != "" {
+		d["stopReason"] = out.StopReason
+	}
+	if len(out.ToolUseIDs) > 0 {
+		d["toolUseIds"] = out.ToolUseIDs
+	}
+	if !ex.endpoint.Generates() || status >= 300 {
+		return
+	}
+	if !known || !out.HasUsage {
+		d["usageMissing"] = true
+		return
+	}
+	u := out.Usage
+	d["inputTokens"], d["outputTokens"] = u.Input, u.Output
+	if u.CacheRead > 0 {
+		d["cacheReadTokens"] = u.CacheRead
+	}
+	if u.CacheWrite > 0 {
+		d["cacheWriteTokens"] = u.CacheWrite
+	}
+	cost := 0.0
+	if price, ok := p.prices.Lookup(name); ok {
+		cost = price.Cost(u)
+		d["costUSD"] = cost
+	} else {
+		d["unpriced"] = true
+	}
+	t.meter.Add(call.Agent, t.now(), u.Total(), cost)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Headers the door never forwards: credentials the sandbox holds (a
+// placeholder at most), hop-by-hop headers, toolgate's own hints, and
+// Accept-Encoding (the transport negotiates compression and decompresses,
+// so usage is read from plain bytes).
+var dropRequest = map[string]bool{
+	"Authorization": true, "X-Api-Key": true, "Api-Key": true, "X-Goog-Api-Key": true, "Cookie": true,
+	"Proxy-Authorization": true, "Connection": true, "Keep-Alive": true, "Te": true, "Trailer": true,
+	"Transfer-Encoding": true, "Upgrade": true, "Host": true, "Content-Length": true, "Accept-Encoding": true,
+	"Proxy-Connection": true,
+}
+
+func forwardHeader(in http.Header) http.Header {
+	out := make(http.Header, len(in))
+	for k, v := range in {
+		k = http.CanonicalHeaderKey(k)
+		if dropRequest[k] || strings.HasPrefix(k, "Toolgate-") {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+var dropAnswer = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Transfer-Encoding": true, "Trailer": true, "Upgrade": true,
+	"Content-Length": true, "Set-Cookie": true, "Proxy-Connection": true,
+}
+
+func answerHeader(in http.Header) http.Header {
+	out := make(http.Header, len(in))
+	for k, v := range in {
+		if !dropAnswer[http.CanonicalHeaderKey(k)] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// setKey puts the host's credential where the provider's API reads it.
+func setKey(h http.Header, api model.API, key string) {
+	switch api {
+	case model.Anthropic:
+		h.Set("X-Api-Key", key)
+	default:
+		h.Set("Authorization", "Bearer "+key)
+	}
+}
+
+// providerMessage is the message of a provider's error body, if it is one.
+func providerMessage(body []byte) string {
+	var e struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil || len(e.Error) == 0 {
+		return ""
+	}
+	var inner struct{ Message string }
+	if json.Unmarshal(e.Error, &inner) == nil && inner.Message != "" {
+		return bound(inner.Message)
+	}
+	var s string
+	if json.Unmarshal(e.Error, &s) == nil {
+		return bound(s)
+	}
+	return ""
+}
+
+func bound(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "…"
+	}
+	return s
+}
