@@ -107,23 +107,28 @@ func (s *Stream) dispatch() {
 		s.done = true
 		return
 	}
-	var probe struct {
-		Type string `json:"type"`
-	}
-	if json.Unmarshal(data, &probe) != nil {
-		return
-	}
-	if event == "" {
+	if event == "" && s.ep != ChatCompletions {
+		var probe struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(data, &probe) != nil {
+			return
+		}
 		event = probe.Type
 	}
-	o := &s.out
 	switch s.ep {
 	case Messages:
 		s.anthropicEvent(event, data)
 	case ChatCompletions:
+		// Most chunks are text deltas that say nothing the door records:
+		// only those that may are decoded.
+		if s.out.Model != "" && !bytes.Contains(data, []byte(`"tool_calls"`)) && !bytes.Contains(data, []byte(`"usage"`)) &&
+			!bytes.Contains(data, []byte(`"finish_reason":"`)) && !bytes.Contains(data, []byte(`"error"`)) {
+			return
+		}
 		var c chatCompletion
 		if json.Unmarshal(data, &c) == nil {
-			o.applyChat(&c)
+			s.out.applyChat(&c)
 		}
 	case Responses:
 		s.responsesEvent(event, data)

@@ -45,7 +45,7 @@ type harness struct {
 // newHarness configures agents demo (anthropic + openai, key granted),
 // other (no model section) and thief (the providers, but the key is not
 // granted to it). extra is appended to the config YAML.
-func newHarness(t *testing.T, agentModel string) *harness {
+func newHarness(t testing.TB, agentModel string) *harness {
 	t.Helper()
 	h := &harness{fake: fakeprovider.New(t), dir: t.TempDir(), meter: NewMeter()}
 	if agentModel == "" {
@@ -136,7 +136,7 @@ func (h *harness) client(agent string) *http.Client {
 	}}
 }
 
-func (h *harness) post(t *testing.T, agent, provider, path, body string, hdr ...string) *http.Response {
+func (h *harness) post(t testing.TB, agent, provider, path, body string, hdr ...string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest("POST", "http://toolgate/v1/model/"+provider+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -191,7 +191,7 @@ func num(v any) float64 {
 	return f
 }
 
-func body(t *testing.T, resp *http.Response) string {
+func body(t testing.TB, resp *http.Response) string {
 	t.Helper()
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)

@@ -124,8 +124,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	fl := w.(http.Flusher)
 	events := Events(api, req.Model)
 	if req.Model == ModelSlow {
-		delta := events[1]
-		events = append([]string{events[0]}, make([]string, 0, s.Chunks)...)
+		// The answer's text as many small deltas, as real streams send it.
+		delta := map[string]string{
+			"anthropic": "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"FAKE-OK \"}}\n\n",
+			"chat":      "data: {\"model\":\"fake-slow\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"FAKE-OK \"},\"finish_reason\":null}]}\n\n",
+			"responses": "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"FAKE-OK \"}\n\n",
+		}[api]
+		events = append([]string{events[0], events[1]}, make([]string, 0, s.Chunks)...)
 		for range s.Chunks {
 			events = append(events, delta)
 		}
