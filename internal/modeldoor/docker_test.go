@@ -55,7 +55,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := daemon.Build(cfg)
+	b, err := daemon.Build(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
