@@ -18,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/modeldoor"
 	"github.com/toolgate/toolgate/internal/modeldoor/fakeprovider"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -82,7 +83,7 @@ agents:
 	defer srv.Close()
 	srv.Handle("POST "+modeldoor.Pattern, modeldoor.New(gw))
 	uid, gid, _ := sandbox.ParseUser(specs[0].UserOrDefault())
-	if err := srv.Serve(agent, filepath.Join(specs[0].SocketDir(), sandbox.SocketName), uid, gid); err != nil {
+	if err := srv.Serve(agent, filepath.Join(specs[0].SocketDir(), proto.SocketName), uid, gid); err != nil {
 		t.Fatal(err)
 	}
 	exec := func(session string, argv ...string) (string, *coretools.ExecOutput) {
@@ -97,7 +98,7 @@ agents:
 	}
 
 	_, out := exec("", "sh", "-c", "echo $ANTHROPIC_BASE_URL $ANTHROPIC_API_KEY")
-	if !strings.Contains(out.Stdout, "http://127.0.0.1:3129/~") || !strings.Contains(out.Stdout, sandbox.ModelPlaceholderKey) {
+	if !strings.Contains(out.Stdout, "http://127.0.0.1:3129/~") || !strings.Contains(out.Stdout, proto.ModelPlaceholderKey) {
 		t.Fatalf("model env: %+v", out)
 	}
 	req := `{"model":"fake-tool","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
