@@ -56,45 +56,39 @@ func TestWriterSinkFails(t *testing.T) {
 // A call's two streams go through to the caller only when it gave both
 // (one writer for both is fine); otherwise both are kept for the result.
 func TestStreams(t *testing.T) {
-	var one bytes.Buffer
+	cut := "abcd" + fmt.Sprintf(Marker, 2) // "abcdef" at a limit of 4
+	var out, errOut, both bytes.Buffer
 	cases := []struct {
-		name             string
-		stdout, stderr   *bytes.Buffer
+		name           string
+		stdout, stderr io.Writer
+		// what the caller's writers hold afterwards, or what is kept
+		got              func() (string, string)
 		kept             bool
 		wantOut, wantErr string
 	}{
-		{"both given", new(bytes.Buffer), new(bytes.Buffer), false, "abcd" + fmt.Sprintf(Marker, 2), "xy"},
-		{"one writer for both", &one, &one, false, "", ""},
-		{"only stdout given", new(bytes.Buffer), nil, true, "abcd" + fmt.Sprintf(Marker, 2), "xy"},
-		{"none given", nil, nil, true, "abcd" + fmt.Sprintf(Marker, 2), "xy"},
+		{"both given", &out, &errOut, func() (string, string) { return out.String(), errOut.String() }, false, cut, "xy"},
+		{"one writer for both", &both, &both, func() (string, string) { return both.String(), "" }, false, "abcdxy" + fmt.Sprintf(Marker, 2), ""},
+		{"only stdout given", &out, nil, nil, true, cut, "xy"},
+		{"none given", nil, nil, nil, true, cut, "xy"},
 	}
 	for _, c := range cases {
-		var so, se io.Writer
-		if c.stdout != nil {
-			so = c.stdout
-		}
-		if c.stderr != nil {
-			se = c.stderr
-		}
-		s := NewStreams(so, se, 4)
+		out.Reset()
+		errOut.Reset()
+		s := NewStreams(c.stdout, c.stderr, 4)
 		s.Stdout.Write([]byte("abcdef"))
 		s.Stderr.Write([]byte("xy"))
 		s.Finish()
-		out, errOut, kept := s.Kept()
+		gotOut, gotErr, kept := s.Kept()
 		if kept != c.kept || !s.Truncated() || s.Err() != nil {
 			t.Fatalf("%s: kept %v, truncated %v, err %v", c.name, kept, s.Truncated(), s.Err())
 		}
-		if !kept && c.stdout != &one {
-			out, errOut = c.stdout.String(), c.stderr.String()
+		if !kept {
+			gotOut, gotErr = c.got()
+		} else if out.Len() != 0 {
+			t.Errorf("%s: wrote %q to a stream while keeping the output", c.name, out.String())
 		}
-		if c.stdout == &one {
-			out, errOut, c.wantOut, c.wantErr = one.String(), "", "abcdxy"+fmt.Sprintf(Marker, 2), ""
-		}
-		if out != c.wantOut || errOut != c.wantErr {
-			t.Errorf("%s: stdout %q stderr %q, want %q %q", c.name, out, errOut, c.wantOut, c.wantErr)
-		}
-		if kept && c.stdout != nil && c.stdout.Len() != 0 {
-			t.Errorf("%s: wrote %q to a stream while keeping the output", c.name, c.stdout)
+		if gotOut != c.wantOut || gotErr != c.wantErr {
+			t.Errorf("%s: stdout %q stderr %q, want %q %q", c.name, gotOut, gotErr, c.wantOut, c.wantErr)
 		}
 	}
 	s := NewStreams(failing{}, failing{}, 4)
