@@ -18,17 +18,20 @@ func ValidToolName(name string) bool {
 
 // WriteLaunchers makes dir (the host side of ToolsBinPath) hold exactly one
 // launcher per tool: a symlink to target (LauncherPath or ClientPath inside
-// the sandbox), which calls the tool it is named after. Anything else in dir is removed, so a tool taken
-// from the agent disappears from its PATH. Each link is replaced by rename,
-// so a sandbox never sees a missing launcher for a tool it keeps.
+// the sandbox), which calls the tool it is named after. Beside them,
+// toolgate-client itself, so `toolgate-client call NAME` works from PATH.
+// Anything else in dir is removed, so a tool taken from the agent
+// disappears from its PATH. Each link is replaced by rename, so a sandbox
+// never sees a missing launcher for a tool it keeps.
 func WriteLaunchers(dir string, tools []string, target string) error {
-	want := make(map[string]bool, len(tools))
+	want := make(map[string]string, len(tools)+1)
 	for _, t := range tools {
 		if !ValidToolName(t) {
 			return fmt.Errorf("launchers: invalid tool name %q", t)
 		}
-		want[t] = true
+		want[t] = target
 	}
+	want[filepath.Base(proto.ClientPath)] = proto.ClientPath
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("launchers: %w", err)
 	}
@@ -38,17 +41,15 @@ func WriteLaunchers(dir string, tools []string, target string) error {
 	}
 	var errs []error
 	for _, e := range entries {
-		if want[e.Name()] {
-			if got, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && got == target {
+		if to, ok := want[e.Name()]; ok {
+			if got, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && got == to {
 				delete(want, e.Name()) // already right
-				continue
 			}
+			continue // else replaced below
 		}
-		if !want[e.Name()] {
-			errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
-		}
+		errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
 	}
-	for t := range want {
+	for t, target := range want {
 		tmp := filepath.Join(dir, "."+t+".new")
 		_ = os.Remove(tmp)
 		if err := os.Symlink(target, tmp); err != nil {

@@ -1,9 +1,13 @@
 package sandbox
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 func TestParseUser(t *testing.T) {
@@ -74,5 +78,34 @@ func TestSpec(t *testing.T) {
 		if s.Validate() == nil {
 			t.Errorf("case %d: invalid spec accepted: %+v", i, s)
 		}
+	}
+}
+
+// The launcher directory holds the agent's tools and the client itself,
+// nothing else; a tool named like the client is refused.
+func TestWriteLaunchers(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "stale"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/elsewhere", filepath.Join(dir, "toolgate-client")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second run finds everything in place
+		if err := WriteLaunchers(dir, []string{"lint", "fmt"}, proto.LauncherPath); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			got[e.Name()], _ = os.Readlink(filepath.Join(dir, e.Name()))
+		}
+		want := map[string]string{"lint": proto.LauncherPath, "fmt": proto.LauncherPath, "toolgate-client": proto.ClientPath}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("launchers %v, want %v", got, want)
+		}
+	}
+	if err := WriteLaunchers(dir, []string{"toolgate-client"}, proto.LauncherPath); err == nil {
+		t.Fatal("a tool named toolgate-client was accepted")
 	}
 }

@@ -66,8 +66,9 @@ func TestPluginLaunchers(t *testing.T) {
 		{"echo on PATH", a, []string{"echo", "hi"}, 0, "hi\n", ""},
 		{"literal argv", a, []string{"/tools/bin/echo", `a "q" 'b'`, "x\ny", "$(id)", ";", "`id`"}, 0, "a \"q\" 'b' x\ny $(id) ; `id`\n", ""},
 		{"stdin", a, []string{"sh", "-c", "printf hello | /tools/bin/echo -"}, 0, "-\nhello", ""},
-		{"launchers are the agent's tools", a, []string{"ls", "/tools/bin"}, 0, "echo\nhang\n", ""},
-		{"no launchers for b", b, []string{"ls", "/tools/bin"}, 0, "", ""},
+		{"launchers are the agent's tools", a, []string{"ls", "/tools/bin"}, 0, "echo\nhang\ntoolgate-client\n", ""},
+		{"no launchers for b", b, []string{"ls", "/tools/bin"}, 0, "toolgate-client\n", ""},
+		{"toolgate-client on PATH", a, []string{"sh", "-c", "toolgate-client call echo x"}, 0, "x\n", ""},
 		{"denied through b's socket", b, []string{"/tools/toolgate-client", "call", "echo", "x"}, launcher.ExitDenied, "", "denied (tools.allowlist"},
 		{"a's tool through b's socket", b, []string{"/tools/toolgate-client", "call", "hang"}, launcher.ExitDenied, "", "denied (tools.allowlist"},
 		{"a's socket not in b", b, []string{"sh", "-c", "ls /run/toolgate/sock; test -e " + specs[0].SocketDir() + " || echo absent"}, 0, "gateway.sock\nabsent\n", ""},
@@ -107,7 +108,7 @@ func TestPluginLaunchers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := mustRun(t, sb, "ls", "/tools/bin"); r.stdout != "echo\ngit\n" || sb.(*Sandbox).ContainerID() != id {
+		if r := mustRun(t, sb, "ls", "/tools/bin"); r.stdout != "echo\ngit\ntoolgate-client\n" || sb.(*Sandbox).ContainerID() != id {
 			t.Fatalf("launchers %q, container %s → %s", r.stdout, id, sb.(*Sandbox).ContainerID())
 		}
 		_ = testMgr.SetSpecs([]sandbox.AgentSpec{specs[0], specs[1]})
