@@ -49,6 +49,7 @@ func NewRootCmd() *cobra.Command {
 		newTokenCmd(g),
 		newToolsCmd(g),
 		newApprovalsCmd(g),
+		newSecretsCmd(g), newUsageCmd(g),
 	)
 	refuseUnknownSubcommands(root)
 	return root

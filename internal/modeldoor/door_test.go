@@ -545,3 +545,39 @@ func TestForwarder(t *testing.T) {
 		}
 	}
 }
+
+// Usage reads the model entries back: calls, tokens and cost by model,
+// denials apart.
+func TestUsage(t *testing.T) {
+	h := newHarness(t, `providers: [anthropic, openai], allow: ["fake-*"]`)
+	body(t, h.post(t, "demo", "anthropic", "/v1/messages", `{"model":"fake-text","max_tokens":5}`))
+	body(t, h.post(t, "demo", "anthropic", "/v1/messages", `{"model":"fake-tool","max_tokens":5,"stream":true}`))
+	body(t, h.post(t, "demo", "openai", "/v1/chat/completions", `{"model":"fake-text"}`))
+	body(t, h.post(t, "demo", "anthropic", "/v1/messages", `{"model":"claude-opus","max_tokens":5}`))
+	body(t, h.post(t, "demo", "anthropic", "/v1/messages", `{"model":"fake-429","max_tokens":5}`))
+	h.aw.Close()
+	rows, err := Usage(filepath.Join(h.dir, "logs"), "demo", time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byModel := map[string]UsageRow{}
+	for _, r := range rows {
+		byModel[r.Provider+"/"+r.Model] = r
+	}
+	cost := (fakeprovider.InputTokens*3 + fakeprovider.OutputTokens*15 + fakeprovider.CacheRead*0.3) / 1e6
+	if r := byModel["anthropic/fake-text"]; r.Calls != 1 || r.Input != fakeprovider.InputTokens || r.Output != fakeprovider.OutputTokens || r.CostUSD-cost > 1e-12 || cost-r.CostUSD > 1e-12 {
+		t.Fatalf("fake-text: %+v", r)
+	}
+	if r := byModel["openai/fake-text"]; r.Calls != 1 || r.Unpriced != 1 || r.CacheRead != fakeprovider.CacheRead {
+		t.Fatalf("openai: %+v", r)
+	}
+	if r := byModel["anthropic/claude-opus"]; r.Denied != 1 || r.Calls != 0 {
+		t.Fatalf("denied: %+v", r)
+	}
+	if r := byModel["anthropic/fake-429"]; r.Calls != 1 || r.Errors != 1 || r.Input != 0 {
+		t.Fatalf("429: %+v", r)
+	}
+	if rows, _ := Usage(filepath.Join(h.dir, "logs"), "other", time.Time{}); len(rows) != 0 {
+		t.Fatalf("other agent: %+v", rows)
+	}
+}

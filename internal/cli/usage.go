@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/modeldoor"
+)
+
+func newUsageCmd(g *globals) *cobra.Command {
+	var agent string
+	var since sinceFlag
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "usage",
+		Short:   "Model calls, tokens in/out and cost by model, from the audit log",
+		Example: "  toolgate usage --agent demo --since 24h",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := g.auditDir()
+			if err != nil {
+				return err
+			}
+			rows, err := modeldoor.Usage(dir, agent, since.cutoff())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(os.Stdout).Encode(rows)
+			}
+			if len(rows) == 0 {
+				fmt.Println("no model calls in the window")
+				return nil
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "AGENT\tPROVIDER\tMODEL\tCALLS\tDENIED\tERRORS\tIN\tOUT\tCACHE R/W\tCOST USD\t")
+			var total modeldoor.UsageRow
+			for _, r := range rows {
+				cost := fmt.Sprintf("%.4f", r.CostUSD)
+				if r.Unpriced > 0 {
+					cost += " (no price)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%s\t\n", r.Agent, r.Provider, r.Model, r.Calls, r.Denied, r.Errors, r.Input, r.Output, r.CacheRead, r.CacheWrite, cost)
+				total.Calls += r.Calls
+				total.Denied += r.Denied
+				total.Errors += r.Errors
+				total.Input += r.Input
+				total.Output += r.Output
+				total.CostUSD += r.CostUSD
+			}
+			fmt.Fprintf(tw, "total\t\t\t%d\t%d\t%d\t%d\t%d\t\t%.4f\t\n", total.Calls, total.Denied, total.Errors, total.Input, total.Output, total.CostUSD)
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&agent, "agent", "", "only this agent")
+	cmd.Flags().Var(&since, "since", "only calls newer than this (e.g. 24h, 7d)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the rows as JSON")
+	return cmd
+}
