@@ -154,13 +154,16 @@ func Facts(call *gateway.Call, kind gateway.Kind) shellfacts.Facts {
 func commandValues(cs []shellfacts.Command) []any {
 	out := make([]any, len(cs))
 	for i, c := range cs {
-		redirects := make([]any, len(c.Redirects))
+		var redirects []any = noRedirects
+		if len(c.Redirects) > 0 {
+			redirects = make([]any, len(c.Redirects))
+		}
 		for j, r := range c.Redirects {
 			redirects[j] = map[string]any{"op": r.Op, "path": r.Path, "write": r.Write, "read": r.Read}
 		}
 		env := c.Env
 		if env == nil {
-			env = map[string]string{}
+			env = noEnv
 		}
 		out[i] = map[string]any{
 			"name":      c.Name,
@@ -177,9 +180,16 @@ func commandValues(cs []shellfacts.Command) []any {
 	return out
 }
 
+// Shared empties: CEL reads them, never writes.
+var (
+	noEnv       = map[string]string{}
+	noStrings   = []string{}
+	noRedirects = []any{}
+)
+
 func orEmpty(s []string) []string {
 	if s == nil {
-		return []string{}
+		return noStrings
 	}
 	return s
 }
