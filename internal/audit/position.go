@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -33,6 +34,12 @@ func (w *Writer) setPosition(off int64, hash string) {
 // ScanAfter calls fn for every entry after pos, oldest first. Finding pos
 // costs one small read per file, newest first.
 func ScanAfter(dir string, pos Position, fn func(*gateway.Entry) error) error {
+	return ScanLinesAfter(dir, pos, func(e *gateway.Entry, _ []byte, _ Position) error { return fn(e) })
+}
+
+// ScanLinesAfter is ScanAfter that also gives each entry's line as written
+// and the Position after it, so a follower (the index) can resume there.
+func ScanLinesAfter(dir string, pos Position, fn func(e *gateway.Entry, line []byte, end Position) error) error {
 	files, err := allFiles(dir)
 	if err != nil {
 		return err
@@ -55,7 +62,6 @@ func ScanAfter(dir string, pos Position, fn func(*gateway.Entry) error) error {
 	if start < 0 {
 		return ErrPositionNotFound
 	}
-	all := &Filter{}
 	for _, path := range files[start:] {
 		f, err := os.Open(path)
 		if errors.Is(err, os.ErrNotExist) {
@@ -64,7 +70,13 @@ func ScanAfter(dir string, pos Position, fn func(*gateway.Entry) error) error {
 		if err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
-		_, err = scanFrom(f, off, all, fn)
+		_, err = scanLines(f, off, func(line []byte, end int64) error {
+			var e gateway.Entry
+			if json.Unmarshal(line, &e) != nil {
+				return nil
+			}
+			return fn(&e, line, Position{Offset: end, Hash: e.Hash})
+		})
 		f.Close()
 		if err != nil {
 			return err

@@ -226,6 +226,18 @@ func scanPath(path string, f *Filter, fn func(*gateway.Entry) error) error {
 // scanFrom reads the complete lines of file from off and returns the offset
 // after the last complete one, so a line being written is read next time.
 func scanFrom(file *os.File, off int64, f *Filter, fn func(*gateway.Entry) error) (int64, error) {
+	return scanLines(file, off, func(line []byte, _ int64) error {
+		var e gateway.Entry
+		if json.Unmarshal(line, &e) != nil || !f.Match(&e) {
+			return nil
+		}
+		return fn(&e)
+	})
+}
+
+// scanLines calls fn with each complete line of file from off and the
+// offset after it; it returns the offset after the last complete line.
+func scanLines(file *os.File, off int64, fn func(line []byte, end int64) error) (int64, error) {
 	r := bufio.NewReaderSize(io.NewSectionReader(file, off, math.MaxInt64-off), 64<<10)
 	for {
 		line, err := r.ReadBytes('\n')
@@ -236,11 +248,7 @@ func scanFrom(file *os.File, off int64, f *Filter, fn func(*gateway.Entry) error
 			return off, fmt.Errorf("audit: %w", err)
 		}
 		off += int64(len(line))
-		var e gateway.Entry
-		if json.Unmarshal(line, &e) != nil || !f.Match(&e) {
-			continue
-		}
-		if err := fn(&e); err != nil {
+		if err := fn(line, off); err != nil {
 			return off, err
 		}
 	}

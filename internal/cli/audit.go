@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,7 +18,7 @@ import (
 
 func newAuditCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "audit", Short: "Read and verify the audit log"}
-	cmd.AddCommand(newAuditTailCmd(g), newAuditVerifyCmd(g), newAuditShowCmd(g))
+	cmd.AddCommand(newAuditTailCmd(g), newAuditVerifyCmd(g), newAuditShowCmd(g), newAuditQueryCmd(g), newAuditReindexCmd(g))
 	return cmd
 }
 
@@ -114,7 +115,7 @@ func newAuditShowCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			entries, err := audit.Find(dir, args[0])
+			entries, err := findCall(dir, args[0])
 			if err != nil {
 				return err
 			}
@@ -134,7 +135,9 @@ func newAuditShowCmd(g *globals) *cobra.Command {
 }
 
 // printEntry writes one entry as a line for people.
-func printEntry(e *gateway.Entry) error {
+func printEntry(e *gateway.Entry) error { return printEntryTo(os.Stdout, e) }
+
+func printEntryTo(w io.Writer, e *gateway.Entry) error {
 	var b strings.Builder
 	// The whole id: it is what `audit show` takes, and its leading digits
 	// are a timestamp, so a prefix does not tell calls apart.
@@ -162,7 +165,7 @@ func printEntry(e *gateway.Entry) error {
 		}
 		fmt.Fprintf(&b, " %s", args)
 	}
-	_, err := fmt.Println(b.String())
+	_, err := fmt.Fprintln(w, b.String())
 	return err
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/internal/adminapi"
 	"github.com/toolgate/toolgate/internal/agentsock"
 	"github.com/toolgate/toolgate/internal/approval"
+	"github.com/toolgate/toolgate/internal/auditindex"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/config"
@@ -73,6 +74,11 @@ type Daemon struct {
 	upstreams *upstream.Pool
 	// approvals are the calls waiting for a person.
 	approvals *approval.Store
+	// index follows the audit log for queries; nil when it cannot be opened
+	// (calls never wait for it).
+	index     *auditindex.Index
+	indexStop context.CancelFunc
+	indexDone chan struct{}
 	// rates count calls against the agents' rate limits; they outlive a
 	// reload, so a config change does not reset a budget.
 	rates *ratelimit.Limiter
@@ -166,6 +172,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	d.rates.Configure(cfg)
 	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: mgr, BoundArgs: d.bounder.Bound, Logger: log, AsyncResults: true,
 		Approvals: d.approvals, Limiter: d.rates}, built.Snapshot)
+	d.followIndex(cfg.Gateway.Audit.Dir)
 
 	nofile, err := connlimit.Nofile()
 	if err != nil {
@@ -408,12 +415,12 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	if err := d.gw.Wait(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("calls still running at shutdown; their results are not recorded: %w", err))
 	}
-	errs = append(errs, d.closeHooks(), d.audit.Close(), d.docker.Close(), d.lock.Close())
+	errs = append(errs, d.closeHooks(), d.audit.Close(), d.stopIndex(), d.docker.Close(), d.lock.Close())
 	return errors.Join(errs...)
 }
 
 func (d *Daemon) close() error {
-	return errors.Join(d.closeEntryPoints(), d.closeHooks(), d.audit.Close(), d.docker.Close())
+	return errors.Join(d.closeEntryPoints(), d.closeHooks(), d.audit.Close(), d.stopIndex(), d.docker.Close())
 }
 
 // closeHooks saves the hook server's dedup state a last time.
@@ -434,4 +441,37 @@ func (d *Daemon) closeEntryPoints() error {
 		errs = append(errs, d.sock.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// indexPoll is how often the index looks for new audit entries: its lag.
+const indexPoll = 250 * time.Millisecond
+
+// followIndex opens the audit index and keeps it caught up in the
+// background. An index that cannot be opened is logged and left out:
+// queries then read the files.
+func (d *Daemon) followIndex(dir string) {
+	x, err := auditindex.Open(dir, d.log)
+	if err != nil {
+		d.log.Warn("audit index unavailable; queries will read the log files", "err", err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.index, d.indexStop, d.indexDone = x, cancel, make(chan struct{})
+	go func() {
+		defer close(d.indexDone)
+		x.Follow(ctx, indexPoll, nil)
+	}()
+}
+
+func (d *Daemon) stopIndex() error {
+	if d.index == nil {
+		return nil
+	}
+	d.indexStop()
+	<-d.indexDone
+	// One last catch-up: what the log got before it closed is indexed.
+	if _, err := d.index.CatchUp(); err != nil {
+		d.log.Warn("audit index: final catch-up", "err", err)
+	}
+	return d.index.Close()
 }

@@ -1,0 +1,138 @@
+package auditindex
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+)
+
+// MaxLimit bounds one page of results.
+const MaxLimit = 10_000
+
+// Query selects entries; empty fields match anything.
+type Query struct {
+	Agent, Tool, Type, Decision, Rule, Session, Parent, ID, Phase string
+	Since, Until                                                  time.Time
+	// Text searches the arguments: words (all must appear), as full-text
+	// terms, never as SQL.
+	Text string
+	// Limit (default 100, at most MaxLimit) and After, the seq of the last
+	// entry of the previous page (0: from the start; newest first: from the end).
+	Limit int
+	After int64
+	// Newest lists from the end of the log backwards.
+	Newest bool
+}
+
+// Hit is one entry found, with its place in the chain.
+type Hit struct {
+	Seq   int64          `json:"seq"`
+	Entry *gateway.Entry `json:"entry"`
+}
+
+// ErrBadQuery is a query the index refuses (a limit out of range, a time
+// window that ends before it starts).
+var ErrBadQuery = errors.New("bad query")
+
+// Find runs q, oldest first (or newest first with q.Newest).
+func (x *Index) Find(q Query) ([]Hit, error) {
+	if q.Limit == 0 {
+		q.Limit = 100
+	}
+	if q.Limit < 0 || q.Limit > MaxLimit {
+		return nil, fmt.Errorf("%w: limit %d is not between 1 and %d", ErrBadQuery, q.Limit, MaxLimit)
+	}
+	if q.After < 0 {
+		return nil, fmt.Errorf("%w: after %d is negative", ErrBadQuery, q.After)
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && q.Until.Before(q.Since) {
+		return nil, fmt.Errorf("%w: until is before since", ErrBadQuery)
+	}
+	var where []string
+	var args []any
+	eq := func(col, v string) {
+		if v != "" {
+			where = append(where, col+" = ?")
+			args = append(args, v)
+		}
+	}
+	eq("agent", q.Agent)
+	eq("tool", q.Tool)
+	eq("type", q.Type)
+	eq("decision", q.Decision)
+	eq("rule", q.Rule)
+	eq("session", q.Session)
+	eq("parent", q.Parent)
+	eq("id", q.ID)
+	eq("phase", q.Phase)
+	if !q.Since.IsZero() {
+		where = append(where, "ts >= ?")
+		args = append(args, q.Since.UnixNano())
+	}
+	if !q.Until.IsZero() {
+		where = append(where, "ts < ?")
+		args = append(args, q.Until.UnixNano())
+	}
+	if terms := ftsTerms(q.Text); terms != "" {
+		where = append(where, "seq IN (SELECT rowid FROM argtext WHERE argtext MATCH ?)")
+		args = append(args, terms)
+	}
+	order := "ASC"
+	if q.Newest {
+		order = "DESC"
+		if q.After > 0 {
+			where = append(where, "seq < ?")
+			args = append(args, q.After)
+		}
+	} else if q.After > 0 {
+		where = append(where, "seq > ?")
+		args = append(args, q.After)
+	}
+	sqlText := "SELECT seq FROM entries"
+	if len(where) > 0 {
+		sqlText += " WHERE " + strings.Join(where, " AND ")
+	}
+	sqlText += " ORDER BY seq " + order + " LIMIT ?"
+	sqlText = "SELECT l.seq, l.line FROM (" + sqlText + ") AS m JOIN lines AS l ON l.seq = m.seq ORDER BY l.seq " + order
+	args = append(args, q.Limit)
+	rows, err := x.db.Query(sqlText, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Hit
+	for rows.Next() {
+		var h Hit
+		var line string
+		if err := rows.Scan(&h.Seq, &line); err != nil {
+			return nil, err
+		}
+		h.Entry = new(gateway.Entry)
+		if err := json.Unmarshal([]byte(line), h.Entry); err != nil {
+			return nil, fmt.Errorf("audit index: entry %d: %w", h.Seq, err)
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+// ftsTerms turns free text into an FTS5 query of quoted terms (all must
+// match), so nothing the user types is read as query syntax.
+func ftsTerms(text string) string {
+	var terms []string
+	for _, w := range strings.Fields(text) {
+		terms = append(terms, `"`+strings.ReplaceAll(w, `"`, `""`)+`"`)
+	}
+	return strings.Join(terms, " ")
+}
+
+// Count is how many entries the index holds.
+func (x *Index) Count() (int64, error) {
+	var n int64
+	err := x.db.QueryRow("SELECT count(*) FROM entries").Scan(&n)
+	return n, err
+}

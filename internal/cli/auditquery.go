@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/auditindex"
+	"github.com/toolgate/toolgate/internal/gateway"
+)
+
+// openIndex opens the audit index beside the log and catches it up, so an
+// answer covers every entry written so far, daemon running or not.
+func openIndex(dir string) (*auditindex.Index, error) {
+	x, err := auditindex.Open(dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := x.CatchUp(); err != nil {
+		x.Close()
+		return nil, err
+	}
+	return x, nil
+}
+
+func newAuditQueryCmd(g *globals) *cobra.Command {
+	var (
+		q      auditindex.Query
+		since  sinceFlag
+		until  string
+		format string
+	)
+	cmd := &cobra.Command{
+		Use:   "query [--agent A] [--tool T] [--decision deny] [--since 2h] [--text WORDS] …",
+		Short: "Find audit entries through the index (any log size): by agent, tool, type, decision, rule, session, parent, time, words in the arguments",
+		Long: `Answers from the audit index (HOME/logs/index.sqlite, SQLite), which follows the
+JSON-lines log; the log stays the source of truth (audit verify checks it). The
+index is caught up before answering. Pages: --limit N (default 100, at most
+10000) and --after SEQ, the seq of the last entry of the previous page (printed
+in json output and as the first column of text output).`,
+		Example: `  toolgate audit query --agent demo --decision deny --since 2h --tool exec
+  toolgate audit query --session S --format json | jq .
+  toolgate audit query --text "rm -rf" --newest --limit 20`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "text" && format != "json" {
+				return fmt.Errorf("--format is text or json, not %q", format)
+			}
+			q.Since = since.cutoff()
+			if until != "" {
+				t, err := time.Parse(time.RFC3339, until)
+				if err != nil {
+					return fmt.Errorf("--until: %q is not an RFC 3339 time (e.g. 2026-12-01T08:00:00Z)", until)
+				}
+				q.Until = t
+			}
+			dir, err := g.auditDir()
+			if err != nil {
+				return err
+			}
+			x, err := openIndex(dir)
+			if err != nil {
+				return err
+			}
+			defer x.Close()
+			hits, err := x.Find(q)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			for _, h := range hits {
+				if format == "json" {
+					b, err := json.Marshal(h)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintln(out, string(b))
+					continue
+				}
+				fmt.Fprintf(out, "%-7d ", h.Seq)
+				if err := printEntryTo(out, h.Entry); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&q.Agent, "agent", "", "only this agent")
+	f.StringVar(&q.Tool, "tool", "", "only this tool")
+	f.StringVar(&q.Type, "type", "", "only this type: core_tool, tool, hook, egress, model, admin, observed")
+	f.StringVar(&q.Decision, "decision", "", "only this decision: allow, deny, ask …")
+	f.StringVar(&q.Rule, "rule", "", "only entries decided by this rule")
+	f.StringVar(&q.Session, "session", "", "only this session")
+	f.StringVar(&q.Parent, "parent", "", "only calls caused by this call id")
+	f.StringVar(&q.Phase, "phase", "", "only this phase: decision, result, ask")
+	f.Var(&since, "since", "only entries newer than this (e.g. 2h, 7d)")
+	f.StringVar(&until, "until", "", "only entries before this time (RFC 3339)")
+	f.StringVar(&q.Text, "text", "", "words that must all appear in the arguments (full-text, not SQL)")
+	f.IntVar(&q.Limit, "limit", 100, "entries per page (1–10000)")
+	f.Int64Var(&q.After, "after", 0, "continue after this seq (from the previous page)")
+	f.BoolVar(&q.Newest, "newest", false, "newest first")
+	f.StringVar(&format, "format", "text", "text or json (one JSON object per line: seq and entry)")
+	return cmd
+}
+
+func newAuditReindexCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "reindex",
+		Short: "Rebuild the audit index from the log files",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := g.auditDir()
+			if err != nil {
+				return err
+			}
+			x, err := auditindex.Open(dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				return err
+			}
+			defer x.Close()
+			start := time.Now()
+			n, err := x.Rebuild()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "indexed %d entries in %s\n", n, time.Since(start).Round(time.Millisecond))
+			return nil
+		},
+	}
+}
+
+// findCall returns every entry of one call: from the index, or by reading
+// the files when the index cannot be opened.
+func findCall(dir, id string) ([]*gateway.Entry, error) {
+	x, err := openIndex(dir)
+	if err != nil {
+		return audit.Find(dir, id)
+	}
+	defer x.Close()
+	hits, err := x.Find(auditindex.Query{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*gateway.Entry, len(hits))
+	for i, h := range hits {
+		out[i] = h.Entry
+	}
+	return out, nil
+}
