@@ -198,7 +198,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		agent := agentsock.Agent(r.Context())
 		return agent, agent != ""
 	})))
-	if err := d.ensureSandboxes(ctx, built); err != nil {
+	if _, err := d.ensureSandboxes(ctx, built); err != nil {
 		d.close()
 		return nil, err
 	}
@@ -226,36 +226,58 @@ func (d *Daemon) ModelDoor() *modeldoor.Door { return d.models }
 // Gateway is the running pipeline (tests and other entry points use it).
 func (d *Daemon) Gateway() *gateway.Gateway { return d.gw }
 
-// ensureSandboxes makes every agent's container exist and run, building the
-// default image first when an agent uses it and it is missing.
-func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) error {
+// ensureSandboxes makes every agent's container exist, match its spec and
+// run, building the default image first when an agent uses it and it is
+// missing. A changed sandbox with calls in flight is recreated once they
+// finish: pending names those agents.
+func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) (pending []string, err error) {
 	specs := b.Specs(d.client)
 	if err := d.docker.SetSpecs(specs); err != nil {
-		return fmt.Errorf("sandbox specs: %w", err)
+		return nil, fmt.Errorf("sandbox specs: %w", err)
 	}
 	if err := d.sock.SetAgents(sockets(specs)); err != nil {
-		return fmt.Errorf("agent sockets: %w", err)
+		return nil, fmt.Errorf("agent sockets: %w", err)
 	}
 	for _, s := range specs {
 		if s.Image == sandbox.DefaultImage {
 			if _, err := d.docker.BuildDefaultImage(ctx, s.Image, false); err != nil {
-				return fmt.Errorf("building the default sandbox image: %w", err)
+				return nil, fmt.Errorf("building the default sandbox image: %w", err)
 			}
 			break
 		}
 	}
 	var errs []error
 	for _, s := range specs {
-		if _, err := d.docker.Ensure(ctx, s); err != nil {
+		waits, err := d.docker.Sync(ctx, s)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("sandbox for agent %s: %w", s.Agent, err))
 		}
+		if waits {
+			pending = append(pending, s.Agent)
+		}
 	}
-	return errors.Join(errs...)
+	slices.Sort(pending)
+	return pending, errors.Join(errs...)
 }
 
 // Reload re-reads the configuration and swaps it in; calls in flight finish
-// on the snapshot they started with. An invalid file changes nothing.
+// on the snapshot they started with. An invalid file changes nothing. Its
+// answer is logged: a sandbox whose spec changed while calls ran in it is
+// named as recreated once they finish.
 func (d *Daemon) Reload(ctx context.Context) error {
+	_, err := d.reload(ctx)
+	return err
+}
+
+// Reloaded is what a reload left for later.
+type Reloaded struct {
+	// RecreatePending are the agents whose sandbox changed while calls ran
+	// in it: it is recreated once they finish (new calls wait for it), or
+	// after the agent's exec timeout and a grace at the latest.
+	RecreatePending []string
+}
+
+func (d *Daemon) reload(ctx context.Context) (Reloaded, error) {
 	cfg, err := config.Load(d.opts.Home, d.opts.ConfigPath)
 	if err == nil {
 		var built *Built
@@ -263,11 +285,11 @@ func (d *Daemon) Reload(ctx context.Context) error {
 			return d.swap(ctx, built)
 		}
 	}
-	return fmt.Errorf("configuration not reloaded, the running one stays: %w", err)
+	return Reloaded{}, fmt.Errorf("configuration not reloaded, the running one stays: %w", err)
 }
 
 // swap puts a built configuration in force and brings the sandboxes in line.
-func (d *Daemon) swap(ctx context.Context, built *Built) error {
+func (d *Daemon) swap(ctx context.Context, built *Built) (Reloaded, error) {
 	cfg := built.Config
 	d.bounder.AddSecrets(built.Secrets.Values()...) // before any call can use a new secret
 	d.mu.Lock()
@@ -276,13 +298,19 @@ func (d *Daemon) swap(ctx context.Context, built *Built) error {
 	d.mu.Unlock()
 	d.gw.Swap(built.Snapshot)
 	d.rates.Configure(cfg)
-	d.log.Info("configuration reloaded", "agents", len(cfg.Agents))
 	if old.Config.Gateway.Listen != cfg.Gateway.Listen || old.Config.Gateway.Audit != cfg.Gateway.Audit ||
 		old.Config.Gateway.ClientBinary != cfg.Gateway.ClientBinary {
 		d.log.Warn("gateway.listen, gateway.audit and gateway.clientBinary take effect only when toolgate serve restarts")
 	}
 	d.upstreams.Prune(cfg)
-	errs := []error{d.ensureSandboxes(ctx, built)}
+	pending, err := d.ensureSandboxes(ctx, built)
+	ans := Reloaded{RecreatePending: pending}
+	errs := []error{err}
+	if len(pending) > 0 {
+		d.log.Info("configuration reloaded", "agents", len(cfg.Agents), "sandbox_recreate_pending_until_idle", pending)
+	} else {
+		d.log.Info("configuration reloaded", "agents", len(cfg.Agents))
+	}
 	// An agent taken out of the config loses its sandbox (its workspace stays
 	// on the host): nothing of it should keep running unaccounted for.
 	for name := range old.Config.Agents {
@@ -293,9 +321,9 @@ func (d *Daemon) swap(ctx context.Context, built *Built) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("configuration reloaded, but: %w", err)
+		return ans, fmt.Errorf("configuration reloaded, but: %w", err)
 	}
-	return nil
+	return ans, nil
 }
 
 // config is the configuration in force.

@@ -117,7 +117,7 @@ func (b *Built) Specs(client string) []sandbox.AgentSpec {
 		specs = append(specs, sandbox.AgentSpec{
 			Agent: name, Image: a.Image, Workspace: a.Workspace, User: a.User,
 			Memory: a.MemoryBytes(), CPUs: a.Limits.CPUs, Pids: a.Limits.Pids, ClientBinary: client,
-			Egress: a.Egress != nil, Models: modelProviders(b.Config, a), Tools: b.launchers(name),
+			Egress: a.Egress != nil, Models: modelProviders(b.Config, a), Tools: b.launchers(name), Drain: a.Limits.ExecTimeout,
 		})
 	}
 	return specs

@@ -44,11 +44,17 @@ type AgentSpec struct {
 	// ToolsBinDir. Not part of the sandbox's identity: the directory is a
 	// bind mount, so a changed list is rewritten on the host, no recreate.
 	Tools []string
+	// Drain bounds how long a reload waits for the calls in flight before
+	// it recreates a changed sandbox under them (the agent's exec timeout).
+	// Not part of the sandbox's identity either.
+	Drain time.Duration
 }
 
-// SameSandbox reports whether two specs give the same container (Tools aside).
+// SameSandbox reports whether two specs give the same container (Tools and
+// Drain aside).
 func (s AgentSpec) SameSandbox(o AgentSpec) bool {
 	s.Tools, o.Tools = nil, nil
+	s.Drain, o.Drain = 0, 0
 	return reflect.DeepEqual(s, o)
 }
 

@@ -32,6 +32,8 @@ type Sandbox struct {
 	m     *Manager
 	agent string
 
+	calls calls // in flight; held back while the container is replaced
+
 	mu    sync.Mutex
 	id    string
 	spec  sandbox.AgentSpec
@@ -87,6 +89,10 @@ func (s *Sandbox) Exec(ctx context.Context, spec *gateway.ExecSpec) (*gateway.Ex
 	if !proto.ValidCallID(callID) {
 		return nil, fmt.Errorf("exec: invalid call id %q", callID)
 	}
+	if err := s.calls.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.calls.leave()
 	out, err := s.execExecutor(ctx, spec, callID)
 	if !errors.Is(err, errNoExecutor) {
 		return out, err

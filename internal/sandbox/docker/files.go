@@ -29,6 +29,10 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) (*gateway
 	if err := checkAbs(p); err != nil {
 		return nil, err
 	}
+	if err := s.calls.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.calls.leave()
 	argv := []string{proto.ClientPath, "get", p}
 	if limit >= 0 {
 		argv = append(argv, strconv.FormatInt(limit, 10))
@@ -62,6 +66,10 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte) error {
 	if err := checkAbs(p); err != nil {
 		return err
 	}
+	if err := s.calls.enter(ctx); err != nil {
+		return err
+	}
+	defer s.calls.leave()
 	sum := sha256.Sum256(data)
 	return s.argvIO(ctx, "write "+p, data, io.Discard, proto.ClientPath, "put", path.Clean(p),
 		strconv.Itoa(len(data)), hex.EncodeToString(sum[:]))

@@ -184,7 +184,14 @@ func (m *Manager) Sandbox(ctx context.Context, agent string) (gateway.Sandbox, e
 	if !ok {
 		return nil, fmt.Errorf("no sandbox configured for agent %q", agent)
 	}
-	return m.Ensure(ctx, spec)
+	// Out of date with calls in flight: the call waits for the new
+	// container (Sandbox.enter) instead of cutting them.
+	if _, err := m.Sync(ctx, spec); err != nil {
+		return nil, fmt.Errorf("sandbox for agent %q: %w", agent, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.boxes[agent], nil
 }
 
 // Ensure makes the agent's container exist, match spec and run: a container
@@ -194,7 +201,17 @@ func (m *Manager) Ensure(ctx context.Context, spec sandbox.AgentSpec) (*Sandbox,
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
+	b, lock := m.register(spec)
+	if err := m.ensureBox(ctx, b, lock, spec); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// register installs spec and returns the agent's handle and its lock.
+func (m *Manager) register(spec sandbox.AgentSpec) (*Sandbox, *sync.Mutex) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.specs[spec.Agent] = spec
 	lock := m.locks[spec.Agent]
 	if lock == nil {
@@ -206,16 +223,32 @@ func (m *Manager) Ensure(ctx context.Context, spec sandbox.AgentSpec) (*Sandbox,
 		b = &Sandbox{m: m, agent: spec.Agent}
 		m.boxes[spec.Agent] = b
 	}
-	m.mu.Unlock()
+	return b, lock
+}
 
+func (m *Manager) ensureBox(ctx context.Context, b *Sandbox, lock *sync.Mutex, spec sandbox.AgentSpec) error {
 	lock.Lock()
 	defer lock.Unlock()
 	id, err := m.ensure(ctx, spec)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox for agent %q: %w", spec.Agent, err)
+		return fmt.Errorf("sandbox for agent %q: %w", spec.Agent, err)
 	}
 	b.set(id, spec)
-	return b, nil
+	return nil
+}
+
+// keeps reports whether ensure would keep the agent's current container
+// (same spec label) rather than recreate it.
+func (m *Manager) keeps(ctx context.Context, spec sandbox.AgentSpec) (bool, error) {
+	cfg, _, err := m.containerConfig(ctx, spec)
+	if err != nil {
+		return false, err
+	}
+	existing, err := m.findByName(ctx, m.ContainerName(spec.Agent))
+	if err != nil {
+		return false, err
+	}
+	return existing != nil && existing.Labels[LabelSpec] == cfg.Labels[LabelSpec] && m.owns(existing), nil
 }
 
 func (m *Manager) ensure(ctx context.Context, spec sandbox.AgentSpec) (string, error) {
