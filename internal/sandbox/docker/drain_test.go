@@ -75,7 +75,9 @@ func TestSpecChangeWaitsForCallsInFlight(t *testing.T) {
 	}
 	old := sb.(*Sandbox).ContainerID()
 	long := make(chan execResult, 1)
-	go func() { long <- run(ctx, sb, gateway.ExecSpec{Argv: []string{"sh", "-c", "touch /tmp/started; sleep 2; echo done"}}) }()
+	go func() {
+		long <- run(ctx, sb, gateway.ExecSpec{Argv: []string{"sh", "-c", "touch /tmp/started; sleep 2; echo done"}})
+	}()
 	for mustRun(t, sb, "sh", "-c", "test -e /tmp/started && echo y || true").stdout != "y\n" {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -126,7 +128,9 @@ func TestSpecChangeDrainBound(t *testing.T) {
 	}
 	old := sb.(*Sandbox).ContainerID()
 	stuck := make(chan execResult, 1)
-	go func() { stuck <- run(ctx, sb, gateway.ExecSpec{Argv: []string{"sh", "-c", "touch /tmp/started; sleep 60"}}) }()
+	go func() {
+		stuck <- run(ctx, sb, gateway.ExecSpec{Argv: []string{"sh", "-c", "touch /tmp/started; sleep 60"}})
+	}()
 	for mustRun(t, sb, "sh", "-c", "test -e /tmp/started && echo y || true").stdout != "y\n" {
 		time.Sleep(20 * time.Millisecond)
 	}
