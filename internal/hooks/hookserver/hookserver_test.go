@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/hooks"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
@@ -64,7 +65,12 @@ type env struct {
 // path when empty), owned by owner (uid, gid; the current user when empty).
 func newEnv(t testing.TB, agent, sockPath, workspace string, owner ...int) *env {
 	t.Helper()
-	dir := t.TempDir()
+	return newEnvIn(t, t.TempDir(), agent, sockPath, workspace, owner...)
+}
+
+// newEnvIn is newEnv with its state (config, audit log, socket) in dir.
+func newEnvIn(t testing.TB, dir, agent, sockPath, workspace string, owner ...int) *env {
+	t.Helper()
 	cfg, err := config.Parse(dir, "config.yaml", []byte(strings.ReplaceAll(policyYAML, "%s", agent)))
 	if err != nil {
 		t.Fatal(err)
@@ -392,7 +398,9 @@ func FuzzGate(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	e := newEnv(f, "demo", "", "")
+	// The audit log on tmpfs: every input is a decision fsync'ed before the
+	// answer, and on a disk those fsyncs, not the gate, would set the pace.
+	e := newEnvIn(f, testenv.SmallFS(f, testenv.FSTmpfs, 1<<30), "demo", "", "")
 	f.Fuzz(func(t *testing.T, body []byte) {
 		status, b := e.post(t, proto.PreToolUsePath, body)
 		var ga GateAnswer
