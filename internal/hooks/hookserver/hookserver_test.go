@@ -391,12 +391,16 @@ func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
 func (r *recorder) WriteHeader(s int)           { r.status = s }
 
 func FuzzGate(f *testing.F) {
-	for _, s := range []string{"hook-input-PreToolUse-Bash.json", "hook-input-PreToolUse-mcp.json", "hook-input-PostToolUse-Bash.json"} {
-		b, err := os.ReadFile(filepath.Join("..", "testdata", "claude-code-samples", s))
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
+	// Compact seeds: every input the fuzzer finds new is minimised first,
+	// each try a full gate call, and minimising the 700-byte samples took
+	// the whole run. The samples themselves are run by the gate's tests.
+	for _, s := range []string{
+		`{"hook_event_name":"PreToolUse","session_id":"s","tool_use_id":"t","tool_name":"Bash","tool_input":{"command":"rm -rf /"}}`,
+		`{"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":{"file_path":"/etc/x","content":"y"}}`,
+		`{"hook_event_name":"PreToolUse","tool_name":"Read","tool_input":{"file_path":"/etc/shadow"}}`,
+		`{"hook_event_name":"PreToolUse","tool_name":"mcp__harness__probe","tool_input":{"name":"forbidden"}}`,
+	} {
+		f.Add([]byte(s))
 	}
 	// The audit log on tmpfs: every input is a decision fsync'ed before the
 	// answer, and on a disk those fsyncs, not the gate, would set the pace.
