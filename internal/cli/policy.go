@@ -13,6 +13,7 @@ import (
 	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
+	"github.com/toolgate/toolgate/internal/hooks/hookcall"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/replay"
@@ -86,7 +87,7 @@ func evalCall(agent string, kind gateway.Kind, tool string, args json.RawMessage
 	if kind != gateway.KindHook {
 		return &gateway.Call{Agent: agent, Kind: kind, Tool: tool, Args: args, Via: "cli"}, nil
 	}
-	call, err := hooks.ToCall(&hooks.Input{HookEventName: hooks.EventPreToolUse, ToolName: tool,
+	call, err := hookcall.ToCall(&hooks.Input{HookEventName: hooks.EventPreToolUse, ToolName: tool,
 		ToolInput: args, Cwd: proto.WorkspacePath}, proto.WorkspacePath)
 	if err != nil {
 		return nil, fmt.Errorf("hook call: %w", err)

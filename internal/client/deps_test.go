@@ -25,10 +25,7 @@ var sandboxSide = []string{
 	module + "/internal/client",
 	module + "/internal/launcher",
 	module + "/internal/proto",
-	// hooks is the Claude Code hook client (input, answers, spool) — and
-	// still maps hook input to gateway calls, which pulls in gateway.
-	module + "/internal/hooks",
-	module + "/internal/gateway",
+	module + "/internal/hooks", // the hook client's half: input, answers, spool
 }
 
 // The in-sandbox binaries link only sandbox-side packages and the standard

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
 	"github.com/toolgate/toolgate/internal/proto"
 )
@@ -76,7 +75,7 @@ func hookDeadline(dflt time.Duration) time.Duration {
 func gate(stdin io.Reader, stdout, stderr io.Writer, exit2 bool) int {
 	var once sync.Once
 	var code int
-	answer := func(dec gateway.Decision) int {
+	answer := func(dec proto.GateAnswer) int {
 		once.Do(func() {
 			rep := hooks.ReplyPreToolUse(dec, exit2)
 			_, _ = stdout.Write(rep.Stdout)
@@ -98,14 +97,11 @@ func gate(stdin io.Reader, stdout, stderr io.Writer, exit2 bool) int {
 	if _, err := hooks.ParseInput(bytes.NewReader(data), hooks.DefaultMaxInput); err != nil {
 		return answer(hooks.DenyInternal(err))
 	}
-	var ga struct {
-		gateway.Decision
-		ID string `json:"id"`
-	}
+	var ga proto.GateAnswer
 	if err := post(socketPath(), proto.PreToolUsePath, data, deadline, &ga); err != nil {
 		return answer(hooks.DenyInternal(err))
 	}
-	return answer(ga.Decision)
+	return answer(ga)
 }
 
 // tap sends the event, or spools it when the gateway cannot take it; after

@@ -9,7 +9,7 @@ import (
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/coretools"
 	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/hooks"
+	"github.com/toolgate/toolgate/internal/hooks/hookcall"
 	"github.com/toolgate/toolgate/internal/modeldoor"
 	"github.com/toolgate/toolgate/internal/plugin"
 	_ "github.com/toolgate/toolgate/internal/plugin/kinds" // every plugin kind
@@ -49,7 +49,7 @@ func build(cfg *config.Config, ups *upstream.Pool, meter *modeldoor.Meter) (*Bui
 		Tools:  map[string]gateway.Tool{},
 		ByKind: map[gateway.Kind]gateway.Tool{
 			gateway.KindEgress: EgressTool(cfg),
-			gateway.KindHook:   hooks.Tool(),
+			gateway.KindHook:   hookcall.Tool(),
 		},
 		Decider: eng,
 	}}

@@ -36,7 +36,27 @@ var responseBodyFields = map[string]bool{
 // Cutting long strings and redacting secrets is the audit writer's generic
 // BoundArgs; this is the part only the hook mapping knows.
 func AuditArgs(tool string, raw json.RawMessage) json.RawMessage {
-	return bound(raw, bodyFields[tool], 0)
+	return Bound(raw, bodyFields[tool], 0)
+}
+
+// auditBodyFields is every key bodyFields names for any tool. One hook tool
+// serves all of Claude Code's tools, MCP tools and ones added after this
+// was written, so the audit drops these keys' bodies whichever tool sent
+// them; policy still sees them in Call.Args.
+var auditBodyFields = func() map[string]bool {
+	m := map[string]bool{}
+	for _, fields := range bodyFields {
+		for k := range fields {
+			m[k] = true
+		}
+	}
+	return m
+}()
+
+// AuditArgsAnyTool is AuditArgs for arguments whose tool is not known to
+// this mapping: every body key of every tool becomes its size.
+func AuditArgsAnyTool(raw json.RawMessage) json.RawMessage {
+	return Bound(raw, auditBodyFields, 0)
 }
 
 // BoundResponse returns a tool_response as the tap records it: file tools'
@@ -46,13 +66,13 @@ func BoundResponse(tool string, raw json.RawMessage) json.RawMessage {
 	if tool == "Read" || bodyFields[tool] != nil {
 		bodies = responseBodyFields
 	}
-	return bound(raw, bodies, DetailStringLimit)
+	return Bound(raw, bodies, DetailStringLimit)
 }
 
-// bound rewrites raw JSON: values under a body key become their byte size,
+// Bound rewrites raw JSON: values under a body key become their byte size,
 // strings longer than limit (when > 0) are cut with a marker. Input that is
 // not JSON is replaced by its size, so nothing unparsed reaches the audit.
-func bound(raw json.RawMessage, bodies map[string]bool, limit int) json.RawMessage {
+func Bound(raw json.RawMessage, bodies map[string]bool, limit int) json.RawMessage {
 	if len(raw) == 0 {
 		return raw
 	}
@@ -120,7 +140,8 @@ func cut(s string, limit int) string {
 	return fmt.Sprintf("%s…[truncated, %d bytes total]", s[:n], len(s))
 }
 
-func cutString(s string, limit int) string {
+// CutString is s, or when longer than limit bytes, cut with a marker.
+func CutString(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}

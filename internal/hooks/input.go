@@ -153,11 +153,11 @@ func parseInputBytes(data []byte) (*Input, error) {
 // EventID is the stable id of a hook event: the same event delivered again
 // (a retried tap, a drained spool) has the same id, so delivery is idempotent.
 func EventID(in *Input) string {
-	return eventID(in.SessionID, in.ToolUseID, in.HookEventName)
+	return EventIDFor(in.SessionID, in.ToolUseID, in.HookEventName)
 }
 
-// eventID derives ids for hook events and transcript observations alike.
-func eventID(session, toolUseID, kind string) string {
+// EventIDFor derives ids for hook events and transcript observations alike.
+func EventIDFor(session, toolUseID, kind string) string {
 	h := sha256.New()
 	for _, s := range []string{session, toolUseID, kind} {
 		h.Write([]byte(s))

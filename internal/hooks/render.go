@@ -1,7 +1,7 @@
 package hooks
 
 import (
-	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // ReasonLimit bounds the reason shown to the model; the audit keeps the rule.
@@ -23,10 +23,10 @@ type preToolUseOutput struct {
 // allow, it defers to the permission system) and a trailing newline. The
 // process then exits 0. A deny always carries a reason, so the model is told
 // more than "Blocked by hook".
-func RenderPreToolUse(dec gateway.Decision) []byte {
+func RenderPreToolUse(dec proto.GateAnswer) []byte {
 	var out preToolUseOutput
 	out.HookSpecificOutput.HookEventName = EventPreToolUse
-	out.HookSpecificOutput.PermissionDecision = dec.Verdict()
+	out.HookSpecificOutput.PermissionDecision = permissionDecision(dec)
 	out.HookSpecificOutput.PermissionDecisionReason = reason(dec)
 	return append(marshal(out), '\n')
 }
@@ -43,7 +43,7 @@ type Reply struct {
 // the reason on stderr and exit code 2, stdout empty (the CLI ignores stdout
 // on exit 2); an allow is always the JSON object, exit 0, since no exit code
 // means allow.
-func ReplyPreToolUse(dec gateway.Decision, exit2 bool) Reply {
+func ReplyPreToolUse(dec proto.GateAnswer, exit2 bool) Reply {
 	if exit2 && !dec.Allow {
 		return Reply{Stderr: []byte(reason(dec) + "\n"), ExitCode: 2}
 	}
@@ -52,17 +52,17 @@ func ReplyPreToolUse(dec gateway.Decision, exit2 bool) Reply {
 
 // DenyInternal is the fail-closed decision for anything that kept the gate
 // from getting a real one: bad input, an unreachable or slow gateway, a bug.
-func DenyInternal(err error) gateway.Decision {
+func DenyInternal(err error) proto.GateAnswer {
 	msg := "unknown error"
 	if err != nil {
 		msg = err.Error()
 	}
-	return gateway.Decision{Rule: "hook.internal", Reason: "toolgate gate failed closed: " + msg}
+	return proto.GateAnswer{Rule: "hook.internal", Reason: "toolgate gate failed closed: " + msg}
 }
 
 // reason is the text the model sees: the policy's reason, or for a deny
 // without one the rule that decided, never empty.
-func reason(dec gateway.Decision) string {
+func reason(dec proto.GateAnswer) string {
 	r := dec.Reason
 	if r == "" && !dec.Allow {
 		r = "denied by toolgate policy"
@@ -70,5 +70,16 @@ func reason(dec gateway.Decision) string {
 			r += " (" + dec.Rule + ")"
 		}
 	}
-	return cutString(r, ReasonLimit)
+	return CutString(r, ReasonLimit)
+}
+
+// permissionDecision is Claude Code's name for the answer.
+func permissionDecision(a proto.GateAnswer) string {
+	switch {
+	case a.Ask:
+		return "ask"
+	case a.Allow:
+		return "allow"
+	}
+	return "deny"
 }

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // TestRenderMatchesReference checks the deny against the stdout the real CLI
@@ -30,24 +30,24 @@ func TestRenderMatchesReference(t *testing.T) {
 	if captured == "" {
 		t.Fatal("no captured PreToolUse hook_response in sample")
 	}
-	if got := string(RenderPreToolUse(gateway.Decision{Rule: "rules[0]", Reason: "GATE-DENY: json deny reason"})); got != captured {
+	if got := string(RenderPreToolUse(proto.GateAnswer{Rule: "rules[0]", Reason: "GATE-DENY: json deny reason"})); got != captured {
 		t.Fatalf("deny:\n got %q\nwant %q", got, captured)
 	}
 
 	tests := []struct {
 		name string
-		dec  gateway.Decision
+		dec  proto.GateAnswer
 		want string
 	}{
-		{"allow", gateway.Decision{Allow: true, Rule: "default"},
+		{"allow", proto.GateAnswer{Allow: true, Rule: "default"},
 			`{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow"}}` + "\n"},
-		{"allow with reason", gateway.Decision{Allow: true, Reason: "ok by rule"},
+		{"allow with reason", proto.GateAnswer{Allow: true, Reason: "ok by rule"},
 			`{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","permissionDecisionReason":"ok by rule"}}` + "\n"},
-		{"deny", gateway.Decision{Rule: "rules[2]", Reason: "no rm -rf"},
+		{"deny", proto.GateAnswer{Rule: "rules[2]", Reason: "no rm -rf"},
 			`{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no rm -rf"}}` + "\n"},
-		{"deny without reason", gateway.Decision{Rule: "tools.allowlist"},
+		{"deny without reason", proto.GateAnswer{Rule: "tools.allowlist"},
 			`{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"denied by toolgate policy (tools.allowlist)"}}` + "\n"},
-		{"html and quotes stay readable", gateway.Decision{Reason: `"<x>" & y`},
+		{"html and quotes stay readable", proto.GateAnswer{Reason: `"<x>" & y`},
 			`{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"\"<x>\" & y"}}` + "\n"},
 	}
 	for _, tt := range tests {
@@ -67,16 +67,16 @@ func TestRenderMatchesReference(t *testing.T) {
 }
 
 func TestReplyExit2(t *testing.T) {
-	deny := ReplyPreToolUse(gateway.Decision{Reason: "GATE-DENY: policy forbids this command (exit2)"}, true)
+	deny := ReplyPreToolUse(proto.GateAnswer{Reason: "GATE-DENY: policy forbids this command (exit2)"}, true)
 	if deny.ExitCode != 2 || len(deny.Stdout) != 0 || string(deny.Stderr) != "GATE-DENY: policy forbids this command (exit2)\n" {
 		t.Fatalf("exit2 deny: %+v", deny)
 	}
-	allow := ReplyPreToolUse(gateway.Decision{Allow: true}, true)
+	allow := ReplyPreToolUse(proto.GateAnswer{Allow: true}, true)
 	if allow.ExitCode != 0 || len(allow.Stderr) != 0 || !bytes.Contains(allow.Stdout, []byte(`"permissionDecision":"allow"`)) {
 		t.Fatalf("exit2-style allow must still be explicit JSON: %+v", allow)
 	}
-	jsonDeny := ReplyPreToolUse(gateway.Decision{Reason: "r"}, false)
-	if jsonDeny.ExitCode != 0 || string(jsonDeny.Stdout) != string(RenderPreToolUse(gateway.Decision{Reason: "r"})) {
+	jsonDeny := ReplyPreToolUse(proto.GateAnswer{Reason: "r"}, false)
+	if jsonDeny.ExitCode != 0 || string(jsonDeny.Stdout) != string(RenderPreToolUse(proto.GateAnswer{Reason: "r"})) {
 		t.Fatalf("json deny: %+v", jsonDeny)
 	}
 }

@@ -28,3 +28,15 @@ const (
 	// EnvEgress is "1" in a sandbox with egress: init starts the forwarder.
 	EnvEgress = "TOOLGATE_EGRESS"
 )
+
+// GateAnswer is the body of the gate route's 200 answer
+// (PreToolUsePath): the decision on a Claude Code tool call and the audit id
+// of its entry. The gateway may send more (e.g. what shadow rules would have
+// decided); the hook client reads these.
+type GateAnswer struct {
+	Allow  bool   `json:"allow"`
+	Rule   string `json:"rule"` // the rule that decided
+	Reason string `json:"reason"`
+	Ask    bool   `json:"ask,omitempty"` // a rule sent the call to a person
+	ID     string `json:"id,omitempty"`
+}

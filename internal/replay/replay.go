@@ -22,6 +22,7 @@ import (
 	"github.com/toolgate/toolgate/internal/egress/netrule"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
+	"github.com/toolgate/toolgate/internal/hooks/hookcall"
 	"github.com/toolgate/toolgate/internal/proto"
 )
 
@@ -109,7 +110,7 @@ func Decide(snap *gateway.Snapshot, e *gateway.Entry) Outcome {
 	delete(call.Detail, "shadow")
 	if call.Kind == gateway.KindHook {
 		// Facts of a hook call come from Claude Code's input, as at the gate.
-		hc, err := hooks.ToCall(&hooks.Input{HookEventName: hooks.EventPreToolUse, ToolName: e.Tool,
+		hc, err := hookcall.ToCall(&hooks.Input{HookEventName: hooks.EventPreToolUse, ToolName: e.Tool,
 			ToolInput: call.Args, Cwd: str(e.Detail["cwd"]), SessionID: e.Session}, proto.WorkspacePath)
 		if err != nil {
 			o.Now = gateway.Decision{Rule: "args.invalid", Reason: err.Error()}

@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
+	"github.com/toolgate/toolgate/internal/hooks/hookcall"
 	"github.com/toolgate/toolgate/internal/proto"
 )
 
@@ -112,7 +113,7 @@ func randomCalls(r *rand.Rand, n int) []*gateway.Call {
 			c.Kind = gateway.KindEgress
 		case 7:
 			in, _ := json.Marshal(map[string]any{"command": pick(commands)})
-			hc, err := hooks.ToCall(&hooks.Input{HookEventName: hooks.EventPreToolUse, ToolName: "Bash", ToolInput: in, Cwd: proto.WorkspacePath}, proto.WorkspacePath)
+			hc, err := hookcall.ToCall(&hooks.Input{HookEventName: hooks.EventPreToolUse, ToolName: "Bash", ToolInput: in, Cwd: proto.WorkspacePath}, proto.WorkspacePath)
 			if err != nil {
 				panic(err)
 			}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/hooks"
+	"github.com/toolgate/toolgate/internal/hooks/hookcall"
 )
 
 // BenchmarkStartup: New on a log of the given size. "state" loads the saved
@@ -31,7 +31,7 @@ func BenchmarkStartup(b *testing.B) {
 			e := &gateway.Entry{TS: now, ID: gateway.NewID(), Phase: gateway.PhaseDecision, Agent: "demo",
 				Type: gateway.KindCore, Tool: "exec", Decision: "allow", Args: json.RawMessage(`{"command":"` + pad + `"}`)}
 			if i%10 == 0 {
-				e.Type, e.Decision, e.Detail = gateway.KindHook, hooks.DecisionReported, map[string]any{"event_id": fmt.Sprint("ev", i)}
+				e.Type, e.Decision, e.Detail = gateway.KindHook, hookcall.DecisionReported, map[string]any{"event_id": fmt.Sprint("ev", i)}
 			}
 			aw.Enqueue(e)
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/agentsock"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/hooks"
+	"github.com/toolgate/toolgate/internal/hooks/hookcall"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
@@ -169,7 +169,7 @@ func TestHooksInSandbox(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(s.workspace, ".toolgate", "spool", "ev-*.json")); len(left) != 0 {
 		t.Fatalf("spool not drained: %v", left)
 	}
-	taps := s.entries(t, audit.Filter{Type: "hook", Decision: hooks.DecisionReported})
+	taps := s.entries(t, audit.Filter{Type: "hook", Decision: hookcall.DecisionReported})
 	if len(taps) != 2 {
 		t.Fatalf("%d tap entries, want 2 (PostToolUse once, PostToolUseFailure once): %+v", len(taps), taps)
 	}

@@ -6,7 +6,7 @@
 //
 // Wiring (the daemon):
 //
-//	snap.ByKind = map[gateway.Kind]gateway.Tool{gateway.KindHook: hooks.Tool()}
+//	snap.ByKind = map[gateway.Kind]gateway.Tool{gateway.KindHook: hookcall.Tool()}
 //	hs, err := hookserver.New(hookserver.Options{Gateway: gw,
 //		AuditDir: cfg.Gateway.Audit.Dir, Logger: log})
 //	hs.Mount(agentSrv)                                    // agent sockets
@@ -28,6 +28,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
+	"github.com/toolgate/toolgate/internal/hooks/hookcall"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/wire"
 )
@@ -126,7 +127,7 @@ func (s *Server) Close() error {
 // event id, an observation's entry id.
 func recordedID(e *gateway.Entry) string {
 	switch {
-	case e.Type == gateway.KindHook && e.Decision == hooks.DecisionReported:
+	case e.Type == gateway.KindHook && e.Decision == hookcall.DecisionReported:
 		id, _ := e.Detail["event_id"].(string)
 		return id
 	case e.Type == gateway.KindObserved:
@@ -162,7 +163,7 @@ func (s *Server) workspace(agent string) string {
 	return proto.WorkspacePath
 }
 
-// preToolUse is the gate: hook input → hooks.ToCall → gateway.Handle → the
+// preToolUse is the gate: hook input → hookcall.ToCall → gateway.Handle → the
 // decision. Input that cannot be read or mapped is refused and recorded; the
 // answer is a decision whenever the audit could record one.
 func (s *Server) preToolUse(w http.ResponseWriter, r *http.Request) {
@@ -173,7 +174,7 @@ func (s *Server) preToolUse(w http.ResponseWriter, r *http.Request) {
 	}
 	var call *gateway.Call
 	if err == nil {
-		call, err = hooks.ToCall(in, s.workspace(agent))
+		call, err = hookcall.ToCall(in, s.workspace(agent))
 	}
 	if err != nil {
 		s.refuse(w, r, agent, in, err)
@@ -212,7 +213,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, agent string, in
 // refusal is the call of a hook request refused before it became one: what
 // the input (nil when unreadable) and the socket say of it.
 func refusal(r *http.Request, agent string, in *hooks.Input) *gateway.Call {
-	call := &gateway.Call{Agent: agent, Kind: gateway.KindHook, Via: hooks.ViaHook, Detail: map[string]any{}}
+	call := &gateway.Call{Agent: agent, Kind: gateway.KindHook, Via: hookcall.ViaHook, Detail: map[string]any{}}
 	if in != nil {
 		call.Tool, call.Session = in.ToolName, in.SessionID
 		if in.ToolUseID != "" {
@@ -244,7 +245,7 @@ func (s *Server) postToolUse(w http.ResponseWriter, r *http.Request) {
 	}
 	var call *gateway.Call
 	if err == nil {
-		call, err = hooks.ToCall(in, s.workspace(agent))
+		call, err = hookcall.ToCall(in, s.workspace(agent))
 	}
 	// A report the tap cannot take is refused on the record, like a gate's.
 	switch {
@@ -280,8 +281,8 @@ func tapObservation(agent string, in *hooks.Input, call *gateway.Call) *gateway.
 		Agent:   agent,
 		Type:    gateway.KindHook,
 		Tool:    call.Tool,
-		Via:     hooks.ViaHook,
-		Verdict: hooks.DecisionReported,
+		Via:     hookcall.ViaHook,
+		Verdict: hookcall.DecisionReported,
 		Args:    hooks.AuditArgs(call.Tool, call.Args),
 		Session: call.Session,
 		Detail:  make(map[string]any, len(call.Detail)),
@@ -381,7 +382,7 @@ var errAudit = errors.New("audit log unavailable")
 // IngestStream records the observations of a transcript for agent.
 func (s *Server) IngestStream(agent string, r io.Reader) (IngestAnswer, error) {
 	var ans IngestAnswer
-	err := hooks.ReadStreamJSON(r, func(o hooks.Observation) error {
+	err := hookcall.ReadStreamJSON(r, func(o hookcall.Observation) error {
 		_, dup, err := s.record(agent, o.ID, o.Observed(agent))
 		switch {
 		case err != nil:

@@ -17,7 +17,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/hooks"
+	"github.com/toolgate/toolgate/internal/hooks/hookcall"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -91,7 +91,7 @@ func newEnvIn(t testing.TB, dir, agent, sockPath, workspace string, owner ...int
 	snap := &gateway.Snapshot{
 		Agents:  map[string]gateway.AgentInfo{agent: {Name: agent, Workspace: proto.WorkspacePath, HostDir: workspace}},
 		Tools:   map[string]gateway.Tool{},
-		ByKind:  map[gateway.Kind]gateway.Tool{gateway.KindHook: hooks.Tool()},
+		ByKind:  map[gateway.Kind]gateway.Tool{gateway.KindHook: hookcall.Tool()},
 		Decider: eng,
 	}
 	e.gw = gateway.New(gateway.Options{Audit: e.aw, BoundArgs: bounder.Bound, Logger: quiet}, snap)
@@ -201,7 +201,7 @@ func TestGateDecides(t *testing.T) {
 				t.Fatalf("no audit entry for %s", ga.ID)
 			}
 			d := got[0]
-			if d.Phase != gateway.PhaseDecision || d.Decision != ga.Verdict() || d.Via != hooks.ViaHook || d.Detail["tool_use_id"] == nil || d.Detail["peer"] == nil {
+			if d.Phase != gateway.PhaseDecision || d.Decision != ga.Verdict() || d.Via != hookcall.ViaHook || d.Detail["tool_use_id"] == nil || d.Detail["peer"] == nil {
 				t.Fatalf("decision entry %+v", d)
 			}
 		})
@@ -278,7 +278,7 @@ func TestTapIdempotent(t *testing.T) {
 			t.Fatalf("delivery %d: %d %s", i, status, b)
 		}
 	}
-	got := e.entries(t, audit.Filter{Type: "hook", Decision: hooks.DecisionReported})
+	got := e.entries(t, audit.Filter{Type: "hook", Decision: hookcall.DecisionReported})
 	if len(got) != 1 {
 		t.Fatalf("%d tap entries after three deliveries, want 1", len(got))
 	}
@@ -309,7 +309,7 @@ func TestTapIdempotent(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(string(b), `"duplicate":true`) {
 		t.Fatalf("after restart: %d %s", status, b)
 	}
-	if n := len(e.entries(t, audit.Filter{Type: "hook", Decision: hooks.DecisionReported})); n != 1 {
+	if n := len(e.entries(t, audit.Filter{Type: "hook", Decision: hookcall.DecisionReported})); n != 1 {
 		t.Fatalf("%d tap entries after a restart and redelivery, want 1", n)
 	}
 }
@@ -366,7 +366,7 @@ func TestIngestIdempotent(t *testing.T) {
 		t.Fatalf("%d observed entries, recorded %d", len(got), total)
 	}
 	for _, en := range got {
-		if en.Decision != hooks.DecisionObserved {
+		if en.Decision != hookcall.DecisionObserved {
 			t.Fatalf("an observation counted as a decision: %+v", en)
 		}
 	}

@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/hooks"
+	"github.com/toolgate/toolgate/internal/hooks/hookcall"
 )
 
 // tap records a tap event with id the way the tap route does.
 func tap(t *testing.T, hs *Server, agent, id string) (dup bool) {
 	t.Helper()
-	o := &gateway.Observation{Agent: agent, Type: gateway.KindHook, Tool: "Bash", Via: hooks.ViaHook,
-		Verdict: hooks.DecisionReported, Detail: map[string]any{"event_id": id}}
+	o := &gateway.Observation{Agent: agent, Type: gateway.KindHook, Tool: "Bash", Via: hookcall.ViaHook,
+		Verdict: hookcall.DecisionReported, Detail: map[string]any{"event_id": id}}
 	_, dup, err := hs.record(agent, id, o)
 	if err != nil {
 		t.Fatal(err)

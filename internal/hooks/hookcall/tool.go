@@ -1,4 +1,4 @@
-package hooks
+package hookcall
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"path"
 
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/hooks"
 )
 
 // DecisionReported is the audit decision of a tap entry: Claude Code
@@ -15,20 +16,6 @@ import (
 // "allow" nor "deny": the gate's entry holds the decision, the tap's what
 // happened after it.
 const DecisionReported = "reported"
-
-// auditBodyFields is every key bodyFields names for any tool. One hook tool
-// serves all of Claude Code's tools, MCP tools and ones added after this
-// was written, so the audit drops these keys' bodies whichever tool sent
-// them; policy still sees them in Call.Args.
-var auditBodyFields = func() map[string]bool {
-	m := map[string]bool{}
-	for _, fields := range bodyFields {
-		for k := range fields {
-			m[k] = true
-		}
-	}
-	return m
-}()
 
 // Tool returns the one tool that serves every hook call; the daemon installs
 // it as gateway.Snapshot.ByKind[gateway.KindHook]. ToCall has already filled
@@ -50,11 +37,11 @@ func (hookTool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
 	switch pt, isFile := pathTools[call.Tool]; {
 	case call.Tool == "Bash":
 		if call.Command == "" {
-			return fmt.Errorf("%w: Bash call without a command", ErrMissingField)
+			return fmt.Errorf("%w: Bash call without a command", hooks.ErrMissingField)
 		}
 	case isFile && !pt.optional:
 		if !path.IsAbs(call.Path) {
-			return fmt.Errorf("%w: %s call without an absolute path", ErrMissingField, call.Tool)
+			return fmt.Errorf("%w: %s call without an absolute path", hooks.ErrMissingField, call.Tool)
 		}
 	}
 	return nil
@@ -64,7 +51,7 @@ func (hookTool) Run(context.Context, *gateway.Call, *gateway.RunEnv) (*gateway.R
 	return &gateway.Result{}, nil
 }
 
-// AuditArgs keeps file bodies as sizes (see auditBodyFields).
+// AuditArgs keeps file bodies as sizes, whichever tool sent them.
 func (hookTool) AuditArgs(call *gateway.Call) json.RawMessage {
-	return bound(call.Args, auditBodyFields, 0)
+	return hooks.AuditArgsAnyTool(call.Args)
 }

@@ -1,4 +1,4 @@
-package hooks
+package hookcall
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/hooks"
 )
 
 // ViaHook is the entry point name hook calls carry in Call.Via.
@@ -47,22 +48,22 @@ var pathTools = map[string]pathTool{
 //
 // A tool_input that lacks or mistypes the field a fact comes from is an
 // error: the gate must deny rather than let policy decide on missing facts.
-func ToCall(in *Input, workspace string) (*gateway.Call, error) {
+func ToCall(in *hooks.Input, workspace string) (*gateway.Call, error) {
 	if in == nil || !in.IsToolEvent() {
 		return nil, ErrNoToolCall
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(in.ToolInput, &fields); err != nil {
-		return nil, fmt.Errorf("%w: tool_input must be an object", ErrWrongType)
+		return nil, fmt.Errorf("%w: tool_input must be an object", hooks.ErrWrongType)
 	}
 	call := &gateway.Call{
 		Kind:    gateway.KindHook,
 		Tool:    in.ToolName,
-		Args:    bound(in.ToolInput, nil, PolicyStringLimit),
+		Args:    hooks.Bound(in.ToolInput, nil, hooks.PolicyStringLimit),
 		Session: in.SessionID,
 		Via:     ViaHook,
 		Detail: map[string]any{
-			"event_id":        EventID(in),
+			"event_id":        hooks.EventID(in),
 			"hook_event_name": in.HookEventName,
 		},
 	}
@@ -96,12 +97,12 @@ func ToCall(in *Input, workspace string) (*gateway.Call, error) {
 	}
 
 	switch in.HookEventName {
-	case EventPostToolUse:
+	case hooks.EventPostToolUse:
 		if len(in.ToolResponse) > 0 {
-			call.Detail["tool_response"] = BoundResponse(in.ToolName, in.ToolResponse)
+			call.Detail["tool_response"] = hooks.BoundResponse(in.ToolName, in.ToolResponse)
 		}
-	case EventPostToolUseFailure:
-		call.Detail["error"] = cutString(in.Error, DetailStringLimit)
+	case hooks.EventPostToolUseFailure:
+		call.Detail["error"] = hooks.CutString(in.Error, hooks.DetailStringLimit)
 		call.Detail["is_interrupt"] = in.IsInterrupt
 	}
 	if in.DurationMs != nil {
@@ -124,14 +125,14 @@ func stringField(fields map[string]json.RawMessage, name string, optional bool) 
 		return "", nil
 	}
 	if !ok {
-		return "", fmt.Errorf("%w: tool_input.%s", ErrMissingField, name)
+		return "", fmt.Errorf("%w: tool_input.%s", hooks.ErrMissingField, name)
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", fmt.Errorf("%w: tool_input.%s must be a string", ErrWrongType, name)
+		return "", fmt.Errorf("%w: tool_input.%s must be a string", hooks.ErrWrongType, name)
 	}
 	if s == "" && !optional {
-		return "", fmt.Errorf("%w: tool_input.%s is empty", ErrMissingField, name)
+		return "", fmt.Errorf("%w: tool_input.%s is empty", hooks.ErrMissingField, name)
 	}
 	return s, nil
 }
@@ -143,7 +144,7 @@ func stringField(fields map[string]json.RawMessage, name string, optional bool) 
 // file inside the working directory, so such a path is refused.
 func resolve(p, cwd, workspace string) (string, error) {
 	if p == "~" || strings.HasPrefix(p, "~/") {
-		return "", fmt.Errorf("%w: path %q is relative to the home directory; give an absolute path", ErrWrongType, p)
+		return "", fmt.Errorf("%w: path %q is relative to the home directory; give an absolute path", hooks.ErrWrongType, p)
 	}
 	if path.IsAbs(p) {
 		return path.Clean(p), nil
@@ -153,14 +154,14 @@ func resolve(p, cwd, workspace string) (string, error) {
 		base = workspace
 	}
 	if !path.IsAbs(base) {
-		return "", fmt.Errorf("%w: relative path %q with no absolute cwd or workspace", ErrMissingField, p)
+		return "", fmt.Errorf("%w: relative path %q with no absolute cwd or workspace", hooks.ErrMissingField, p)
 	}
 	return path.Join(base, p), nil
 }
 
 // splitMCP names the server and tool of mcp__server__tool. The mcp_server
 // object, when sent, settles server names that contain "__".
-func splitMCP(in *Input) (server, tool string, err error) {
+func splitMCP(in *hooks.Input) (server, tool string, err error) {
 	rest := strings.TrimPrefix(in.ToolName, "mcp__")
 	if in.MCPServer != nil && in.MCPServer.Name != "" {
 		if t, ok := strings.CutPrefix(rest, in.MCPServer.Name+"__"); ok && t != "" {
@@ -169,7 +170,7 @@ func splitMCP(in *Input) (server, tool string, err error) {
 	}
 	server, tool, ok := strings.Cut(rest, "__")
 	if !ok || server == "" || tool == "" {
-		return "", "", fmt.Errorf("%w: MCP tool name %q is not mcp__server__tool", ErrWrongType, in.ToolName)
+		return "", "", fmt.Errorf("%w: MCP tool name %q is not mcp__server__tool", hooks.ErrWrongType, in.ToolName)
 	}
 	return server, tool, nil
 }

@@ -1,4 +1,4 @@
-package hooks
+package hookcall
 
 import (
 	"bytes"
@@ -7,11 +7,13 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/hooks"
 )
 
-func mustParse(t *testing.T, s string) *Input {
+func mustParse(t *testing.T, s string) *hooks.Input {
 	t.Helper()
-	in, err := ParseInput(strings.NewReader(s), 0)
+	in, err := hooks.ParseInput(strings.NewReader(s), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +37,7 @@ func TestToCallSamples(t *testing.T) {
 	if call.Command != "echo hello > /tmp/x.txt" || !reflect.DeepEqual(call.Argv, []string{"/bin/sh", "-c", "echo hello > /tmp/x.txt"}) {
 		t.Fatalf("facts: %q %q", call.Command, call.Argv)
 	}
-	if call.Detail["tool_use_id"] != "toolu_01FAKEGATETEST0000000001" || call.Detail["hook_event_name"] != "PreToolUse" || call.Detail["event_id"] != EventID(in) {
+	if call.Detail["tool_use_id"] != "toolu_01FAKEGATETEST0000000001" || call.Detail["hook_event_name"] != "PreToolUse" || call.Detail["event_id"] != hooks.EventID(in) {
 		t.Fatalf("detail: %v", call.Detail)
 	}
 	if m := call.ArgsMap(); m["description"] != "Write hello to a file" {
@@ -100,15 +102,15 @@ func TestToCallBad(t *testing.T) {
 		name, tool, input, workspace string
 		want                         error
 	}{
-		{"bash no command", "Bash", `{"description":"x"}`, "/w", ErrMissingField},
-		{"bash command number", "Bash", `{"command":42}`, "/w", ErrWrongType},
-		{"bash command empty", "Bash", `{"command":""}`, "/w", ErrMissingField},
-		{"write no path", "Write", `{"content":"x"}`, "/w", ErrMissingField},
-		{"write path object", "Write", `{"file_path":{"p":1},"content":"x"}`, "/w", ErrWrongType},
-		{"relative path without base", "Read", `{"file_path":"a"}`, "", ErrMissingField},
-		{"home-relative path", "Read", `{"file_path":"~/.ssh/id_rsa"}`, "/w", ErrWrongType},
-		{"home directory", "Grep", `{"pattern":"x","path":"~"}`, "/w", ErrWrongType},
-		{"mcp without tool", "mcp__server", `{}`, "/w", ErrWrongType},
+		{"bash no command", "Bash", `{"description":"x"}`, "/w", hooks.ErrMissingField},
+		{"bash command number", "Bash", `{"command":42}`, "/w", hooks.ErrWrongType},
+		{"bash command empty", "Bash", `{"command":""}`, "/w", hooks.ErrMissingField},
+		{"write no path", "Write", `{"content":"x"}`, "/w", hooks.ErrMissingField},
+		{"write path object", "Write", `{"file_path":{"p":1},"content":"x"}`, "/w", hooks.ErrWrongType},
+		{"relative path without base", "Read", `{"file_path":"a"}`, "", hooks.ErrMissingField},
+		{"home-relative path", "Read", `{"file_path":"~/.ssh/id_rsa"}`, "/w", hooks.ErrWrongType},
+		{"home directory", "Grep", `{"pattern":"x","path":"~"}`, "/w", hooks.ErrWrongType},
+		{"mcp without tool", "mcp__server", `{}`, "/w", hooks.ErrWrongType},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,7 +137,7 @@ func TestToCallMCPServerWithUnderscores(t *testing.T) {
 }
 
 func TestToCallBoundsArgs(t *testing.T) {
-	long := strings.Repeat("é", PolicyStringLimit) // 2 bytes each: cut mid-rune must not happen
+	long := strings.Repeat("é", hooks.PolicyStringLimit) // 2 bytes each: cut mid-rune must not happen
 	in := mustParse(t, preInput("Bash", `{"command":"`+long+`"}`, "/w"))
 	call, err := ToCall(in, "/w")
 	if err != nil {
@@ -145,7 +147,7 @@ func TestToCallBoundsArgs(t *testing.T) {
 		t.Fatal("Command fact was cut")
 	}
 	got, _ := call.ArgsMap()["command"].(string)
-	if len(got) > PolicyStringLimit+64 || !strings.Contains(got, "…[truncated, ") || !json.Valid(call.Args) {
+	if len(got) > hooks.PolicyStringLimit+64 || !strings.Contains(got, "…[truncated, ") || !json.Valid(call.Args) {
 		t.Fatalf("args not bounded: %d bytes", len(got))
 	}
 	if !strings.HasPrefix(got, "éé") || strings.ContainsRune(got, '\uFFFD') {
@@ -168,7 +170,7 @@ func TestAuditArgs(t *testing.T) {
 		{"Write", `not json`, `{"bytes":8}`},
 	}
 	for _, tt := range tests {
-		if got := string(AuditArgs(tt.tool, json.RawMessage(tt.in))); got != tt.want {
+		if got := string(hooks.AuditArgs(tt.tool, json.RawMessage(tt.in))); got != tt.want {
 			t.Errorf("%s %s:\n got %s\nwant %s", tt.tool, tt.in, got, tt.want)
 		}
 	}
@@ -176,12 +178,12 @@ func TestAuditArgs(t *testing.T) {
 
 func TestBoundResponse(t *testing.T) {
 	read := `{"type":"text","file":{"filePath":"/a","content":"secret file body","numLines":1}}`
-	if got := string(BoundResponse("Read", json.RawMessage(read))); got != `{"file":{"content":{"bytes":16},"filePath":"/a","numLines":1},"type":"text"}` {
+	if got := string(hooks.BoundResponse("Read", json.RawMessage(read))); got != `{"file":{"content":{"bytes":16},"filePath":"/a","numLines":1},"type":"text"}` {
 		t.Fatalf("read: %s", got)
 	}
 	long := `{"stdout":"` + strings.Repeat("x", 5000) + `"}`
-	got := BoundResponse("Bash", json.RawMessage(long))
-	if len(got) > DetailStringLimit+100 || !bytes.Contains(got, []byte("…[truncated, 5000 bytes total]")) {
+	got := hooks.BoundResponse("Bash", json.RawMessage(long))
+	if len(got) > hooks.DetailStringLimit+100 || !bytes.Contains(got, []byte("…[truncated, 5000 bytes total]")) {
 		t.Fatalf("bash: %d bytes: %.80s", len(got), got)
 	}
 }
@@ -190,7 +192,7 @@ func BenchmarkParseAndMap(b *testing.B) {
 	data := readSample(b, "hook-input-PreToolUse-Bash.json")
 	b.ReportAllocs()
 	for b.Loop() {
-		in, err := ParseInput(bytes.NewReader(data), 0)
+		in, err := hooks.ParseInput(bytes.NewReader(data), 0)
 		if err != nil {
 			b.Fatal(err)
 		}

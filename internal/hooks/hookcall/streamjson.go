@@ -1,4 +1,4 @@
-package hooks
+package hookcall
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/hooks"
 )
 
 // Observation kinds: what a stream-json transcript shows.
@@ -66,7 +67,7 @@ func (o Observation) Observed(agent string) *gateway.Observation {
 		Detail:  map[string]any{"kind": o.Kind, "line": o.Line},
 	}
 	if len(o.Input) > 0 {
-		g.Args = AuditArgs(o.Tool, o.Input)
+		g.Args = hooks.AuditArgs(o.Tool, o.Input)
 	}
 	if o.IsError {
 		g.Error = o.Content
@@ -196,7 +197,7 @@ func observe(ev *streamEvent, line int, toolNames map[string]string, fn func(Obs
 		if o.Tool == "" {
 			o.Tool = toolNames[o.ToolUseID]
 		}
-		o.ID = eventID(o.Session, o.ToolUseID, o.Kind)
+		o.ID = hooks.EventIDFor(o.Session, o.ToolUseID, o.Kind)
 		return fn(o)
 	}
 	switch {
@@ -269,7 +270,7 @@ func blocks(message json.RawMessage) []contentBlock {
 func text(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return cutString(s, DetailStringLimit)
+		return hooks.CutString(s, hooks.DetailStringLimit)
 	}
 	var parts []struct {
 		Type string `json:"type"`
@@ -282,7 +283,7 @@ func text(raw json.RawMessage) string {
 	for _, p := range parts {
 		b.WriteString(p.Text)
 	}
-	return cutString(b.String(), DetailStringLimit)
+	return hooks.CutString(b.String(), hooks.DetailStringLimit)
 }
 
 func firstNonEmpty(a, b string) string {
