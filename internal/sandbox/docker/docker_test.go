@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/internal/hooks"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/sandbox/hostexec"
 )
 
 // Shared by the Docker tests; set up once in TestMain.
@@ -145,7 +146,7 @@ func waitExecutor(t testing.TB, sb *Sandbox) {
 	t.Helper()
 	_, spec := sb.current()
 	for range 1000 {
-		if c, err := dialExecutor(context.Background(), spec.ExecDir(), 1000); err == nil {
+		if c, err := hostexec.Dial(context.Background(), spec.ExecDir(), 1000); err == nil {
 			c.Close()
 			return
 		}

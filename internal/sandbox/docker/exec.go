@@ -16,11 +16,12 @@ import (
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/sandbox/hostexec"
 )
 
 // killGrace is how long the host waits past an exec's own timeout before it
 // kills the call itself (the in-sandbox client normally does it first).
-const killGrace = 10 * time.Second
+const killGrace = hostexec.KillGrace
 
 // stopWait bounds how long an abnormally ended call waits to learn whether
 // its container died.
@@ -293,7 +294,7 @@ func (s *Sandbox) killCall(ctx context.Context, callID string) {
 // code and bounded stderr. Stdout goes to stdout (nil: kept with stderr).
 // The warm executor runs it when there is one, else a bare Engine exec.
 func (s *Sandbox) run(ctx context.Context, argv []string, stdin []byte, stdout io.Writer) (int, string, error) {
-	errBuf := &capWriter{max: 4096}
+	errBuf := &hostexec.CapWriter{Max: 4096}
 	if stdout == nil {
 		stdout = errBuf
 	}
@@ -303,7 +304,7 @@ func (s *Sandbox) run(ctx context.Context, argv []string, stdin []byte, stdout i
 	}
 	out, err := s.viaExecutor(ctx, &proto.ExecRequest{Argv: argv, CallID: gateway.NewID()}, in, stdout, errBuf, 0)
 	if err == nil {
-		return out.ExitCode, string(bytes.TrimSpace(errBuf.buf)), nil
+		return out.ExitCode, errBuf.Stderr(), nil
 	}
 	if !errors.Is(err, errNoExecutor) {
 		return 0, "", err
@@ -312,7 +313,7 @@ func (s *Sandbox) run(ctx context.Context, argv []string, stdin []byte, stdout i
 }
 
 // runEngine is run through a bare Engine exec.
-func (s *Sandbox) runEngine(ctx context.Context, argv []string, stdin []byte, stdout io.Writer, errBuf *capWriter) (int, string, error) {
+func (s *Sandbox) runEngine(ctx context.Context, argv []string, stdin []byte, stdout io.Writer, errBuf *hostexec.CapWriter) (int, string, error) {
 	execID, att, err := s.start(ctx, client.ExecCreateOptions{
 		Cmd: argv, AttachStdin: stdin != nil, AttachStdout: true, AttachStderr: true,
 	})
@@ -342,7 +343,7 @@ func (s *Sandbox) runEngine(ctx context.Context, argv []string, stdin []byte, st
 	if ierr != nil {
 		return 0, "", ierr
 	}
-	return out.ExitCode, string(bytes.TrimSpace(errBuf.buf)), nil
+	return out.ExitCode, errBuf.Stderr(), nil
 }
 
 func orDiscard(w io.Writer) io.Writer {
@@ -350,17 +351,4 @@ func orDiscard(w io.Writer) io.Writer {
 		return io.Discard
 	}
 	return w
-}
-
-// capWriter keeps the first max bytes and swallows the rest.
-type capWriter struct {
-	buf []byte
-	max int
-}
-
-func (w *capWriter) Write(p []byte) (int, error) {
-	if room := w.max - len(w.buf); room > 0 {
-		w.buf = append(w.buf, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
 }

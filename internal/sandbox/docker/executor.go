@@ -1,65 +1,21 @@
 package docker
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"os"
-	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/sandbox/hostexec"
 )
 
 // errNoExecutor is wrapped by every failure that left the call unrun: no
 // executor, a refused connection, a refused request. The Engine exec runs it.
-var errNoExecutor = errors.New("sandbox executor unavailable")
-
-// oPath is Linux's O_PATH, which package syscall does not define: a handle
-// on the inode itself, opened without touching it (a FIFO does not block).
-const oPath = 0x200000
-
-// maxExecHead bounds the executor's response status line and headers.
-const maxExecHead = 64 << 10
-
-// dialExecutor connects to the executor socket in dir, which the sandbox
-// can write: the name is opened without following a symlink, must be a
-// socket owned by uid, and the connection goes through /proc/self/fd to
-// exactly that inode, so nothing planted there can redirect the gateway to
-// another socket (the Docker socket, the admin socket).
-func dialExecutor(ctx context.Context, dir string, uid int) (net.Conn, error) {
-	dfd, err := syscall.Open(dir, oPath|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
-	}
-	defer syscall.Close(dfd)
-	fd, err := syscall.Openat(dfd, proto.ExecSocketName, oPath|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: proto.ExecSocketName, Err: err}
-	}
-	defer syscall.Close(fd)
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		return nil, &os.PathError{Op: "fstat", Path: proto.ExecSocketName, Err: err}
-	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFSOCK {
-		return nil, fmt.Errorf("%s is not a socket (mode %o)", proto.ExecSocketName, st.Mode)
-	}
-	if int(st.Uid) != uid {
-		return nil, fmt.Errorf("%s is owned by uid %d, not the sandbox user %d", proto.ExecSocketName, st.Uid, uid)
-	}
-	var d net.Dialer
-	return d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
-}
+var errNoExecutor = hostexec.ErrNoExecutor
 
 // viaExecutor runs req on the warm executor. Errors wrapping errNoExecutor
 // mean nothing ran. timeout is the call's own (the executor enforces it);
@@ -67,57 +23,11 @@ func dialExecutor(ctx context.Context, dir string, uid int) (net.Conn, error) {
 func (s *Sandbox) viaExecutor(ctx context.Context, req *proto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer, timeout time.Duration) (*gateway.ExecOutcome, error) {
 	_, spec := s.current()
 	uid, _, _ := sandbox.ParseUser(spec.UserOrDefault())
-	conn, err := dialExecutor(ctx, spec.ExecDir(), uid)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errNoExecutor, err)
-	}
-	defer conn.Close()
-	line, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errNoExecutor, err)
-	}
-	body := io.Reader(bytes.NewReader(append(line, '\n')))
-	if stdin != nil {
-		body = io.MultiReader(body, stdin)
-	}
-	hreq, err := http.NewRequest(http.MethodPost, "http://executor"+proto.ExecRoute, body)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errNoExecutor, err)
-	}
-	hreq.ContentLength = -1 // chunked: stdin streams while output comes back
-
-	callCtx := ctx
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		callCtx, cancel = context.WithTimeout(ctx, timeout+killGrace)
-		defer cancel()
-	}
-	// Closing the connection is how a call is cancelled: the executor
-	// kills the process group when its request's connection goes away.
-	stop := context.AfterFunc(callCtx, func() { conn.Close() })
-	defer stop()
-	go func() { _ = hreq.Write(conn) }()
-
-	lim := &headLimit{r: conn, left: maxExecHead}
-	resp, err := http.ReadResponse(bufio.NewReaderSize(lim, 64<<10), hreq)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		resp.Body.Close()
-		if stdin != nil {
-			// Nothing ran, but stdin may be partly read: no second try.
-			return nil, fmt.Errorf("exec: the sandbox executor refused the call: %s", resp.Status)
-		}
-		return nil, fmt.Errorf("%w: executor answered %s", errNoExecutor, resp.Status)
-	}
-	var out *gateway.ExecOutcome
-	if err == nil {
-		lim.left = -1
-		// No Close: it would read on to the body's end, which the
-		// sandbox decides; the connection is closed on return instead.
-		out, err = readExecFrames(resp.Body, stdout, stderr)
+	out, err := hostexec.Run(ctx, spec.ExecDir(), uid, req, stdin, stdout, stderr, timeout)
+	if err == nil || errors.Is(err, errNoExecutor) {
+		return out, err
 	}
 	switch {
-	case err == nil:
-		return out, nil
 	case ctx.Err() != nil:
 		if stdin != nil && req.CallID != "" {
 			// An executor blocked feeding stdin may not see the
@@ -125,12 +35,14 @@ func (s *Sandbox) viaExecutor(ctx context.Context, req *proto.ExecRequest, stdin
 			s.killCall(ctx, req.CallID)
 		}
 		return nil, ctx.Err()
-	case callCtx.Err() != nil:
+	case errors.Is(err, hostexec.ErrOvertime):
 		if req.CallID != "" {
 			s.killCall(ctx, req.CallID)
 		}
 		_, _ = fmt.Fprintf(stderr, "toolgate: command did not end %s after its timeout; killed\n", killGrace)
 		return &gateway.ExecOutcome{ExitCode: 124, TimedOut: true}, nil
+	case !errors.Is(err, hostexec.ErrLost):
+		return nil, err
 	}
 	stopped, eerr := s.stopping(ctx)
 	if stopped {
@@ -138,102 +50,7 @@ func (s *Sandbox) viaExecutor(ctx context.Context, req *proto.ExecRequest, stdin
 		return nil, fmt.Errorf("sandbox container for agent %s stopped during the call: %w", s.agent, errStopped)
 	}
 	if eerr != nil {
-		return nil, fmt.Errorf("exec: connection to the sandbox executor lost (%v), and %w", err, eerr)
+		return nil, fmt.Errorf("exec: %v, and %w", err, eerr)
 	}
-	return nil, fmt.Errorf("exec: connection to the sandbox executor lost: %w", err)
-}
-
-// headLimit bounds what may be read while left >= 0.
-type headLimit struct {
-	r    io.Reader
-	left int64
-}
-
-func (h *headLimit) Read(p []byte) (int, error) {
-	if h.left < 0 {
-		return h.r.Read(p)
-	}
-	if h.left == 0 {
-		return 0, errors.New("executor response head too large")
-	}
-	if int64(len(p)) > h.left {
-		p = p[:h.left]
-	}
-	n, err := h.r.Read(p)
-	h.left -= int64(n)
-	return n, err
-}
-
-// readExecFrames copies the executor's output frames to stdout and stderr
-// and returns the exit frame. The executor is the sandbox's: every frame is
-// bounded and must be exactly one well-formed field; anything else, or an
-// end without an exit frame, is an error.
-func readExecFrames(r io.Reader, stdout, stderr io.Writer) (*gateway.ExecOutcome, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	for {
-		line, err := readFrameLine(br)
-		if err != nil {
-			return nil, err
-		}
-		fr, err := parseExecFrame(line)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case fr.Stdout != nil:
-			if _, err := stdout.Write(fr.Stdout); err != nil {
-				return nil, err
-			}
-		case fr.Stderr != nil:
-			if _, err := stderr.Write(fr.Stderr); err != nil {
-				return nil, err
-			}
-		default:
-			return &gateway.ExecOutcome{ExitCode: fr.Exit.ExitCode, TimedOut: fr.Exit.TimedOut}, nil
-		}
-	}
-}
-
-func readFrameLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		part, err := br.ReadSlice('\n')
-		line = append(line, part...)
-		if len(line) > proto.MaxExecLine {
-			return nil, fmt.Errorf("executor frame longer than %d bytes", proto.MaxExecLine)
-		}
-		switch {
-		case err == nil:
-			return line, nil
-		case errors.Is(err, io.EOF):
-			return nil, fmt.Errorf("executor stream ended without an exit frame: %w", io.ErrUnexpectedEOF)
-		case !errors.Is(err, bufio.ErrBufferFull):
-			return nil, err
-		}
-	}
-}
-
-func parseExecFrame(line []byte) (*proto.ExecFrame, error) {
-	var fr proto.ExecFrame
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&fr); err != nil {
-		return nil, fmt.Errorf("bad executor frame: %w", err)
-	}
-	if len(bytes.TrimSpace(line[dec.InputOffset():])) != 0 {
-		return nil, errors.New("bad executor frame: trailing data")
-	}
-	set := 0
-	for _, ok := range []bool{fr.Stdout != nil, fr.Stderr != nil, fr.Exit != nil} {
-		if ok {
-			set++
-		}
-	}
-	if set != 1 {
-		return nil, fmt.Errorf("bad executor frame: %d fields set, want 1", set)
-	}
-	if fr.Exit != nil && (fr.Exit.ExitCode < 0 || fr.Exit.ExitCode > 255) {
-		return nil, fmt.Errorf("bad executor frame: exit code %d", fr.Exit.ExitCode)
-	}
-	return &fr, nil
+	return nil, fmt.Errorf("exec: %w", err)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/sandbox/hostexec"
 )
 
 // listenCounting serves a Unix socket at path and counts its connections:
@@ -42,121 +43,11 @@ func listenCounting(t *testing.T, path string) *atomic.Int64 {
 	return &n
 }
 
-func TestDialExecutorRefusesPlantedFiles(t *testing.T) {
-	uid := os.Getuid()
-	victim := filepath.Join(t.TempDir(), "admin.sock")
-	accepted := listenCounting(t, victim)
-	tests := []struct {
-		name  string
-		plant func(dir string) error
-		uid   int
-		want  string // "" = connects
-	}{
-		{"real socket", func(dir string) error { listenCounting(t, filepath.Join(dir, proto.ExecSocketName)); return nil }, uid, ""},
-		{"missing", func(string) error { return nil }, uid, "no such file"},
-		{"symlink to another socket", func(dir string) error { return os.Symlink(victim, filepath.Join(dir, proto.ExecSocketName)) }, uid, "not a socket"},
-		{"symlink to the docker socket", func(dir string) error {
-			return os.Symlink("/var/run/docker.sock", filepath.Join(dir, proto.ExecSocketName))
-		}, uid, "not a socket"},
-		{"fifo", func(dir string) error { return syscall.Mkfifo(filepath.Join(dir, proto.ExecSocketName), 0o600) }, uid, "not a socket"},
-		{"regular file", func(dir string) error { return os.WriteFile(filepath.Join(dir, proto.ExecSocketName), nil, 0o600) }, uid, "not a socket"},
-		{"socket of another user", func(dir string) error { listenCounting(t, filepath.Join(dir, proto.ExecSocketName)); return nil }, uid + 1, "owned by uid"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			if err := tt.plant(dir); err != nil {
-				t.Fatal(err)
-			}
-			c, err := dialExecutor(context.Background(), dir, tt.uid)
-			if tt.want == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				c.Close()
-				return
-			}
-			if err == nil {
-				c.Close()
-				t.Fatal("connected")
-			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("got %v, want %q", err, tt.want)
-			}
-		})
-	}
-	// The directory itself must not be a link either.
-	link := filepath.Join(t.TempDir(), "exec")
-	if err := os.Symlink(filepath.Dir(victim), link); err != nil {
-		t.Fatal(err)
-	}
-	if c, err := dialExecutor(context.Background(), link, uid); err == nil {
-		c.Close()
-		t.Fatal("followed a symlinked directory")
-	}
-	if accepted.Load() != 0 {
-		t.Fatalf("the victim socket got %d connections", accepted.Load())
-	}
-}
-
-func TestReadExecFrames(t *testing.T) {
-	tests := []struct {
-		name, in       string
-		stdout, stderr string
-		out            *gateway.ExecOutcome
-		err            string
-	}{
-		{"output then exit", `{"stdout":"aGk="}` + "\n" + `{"stderr":"ZXJy"}` + "\n" + `{"exit":{"exitCode":3,"timedOut":true}}` + "\n", "hi", "err", &gateway.ExecOutcome{ExitCode: 3, TimedOut: true}, ""},
-		{"no exit", `{"stdout":"aGk="}` + "\n", "hi", "", nil, "without an exit frame"},
-		{"cut exit", `{"exit":{"exitCode":0}}`, "", "", nil, "without an exit frame"},
-		{"unknown field", `{"stdout":"aGk=","x":1}` + "\n", "", "", nil, "unknown field"},
-		{"two fields", `{"stdout":"aGk=","stderr":"aGk="}` + "\n", "", "", nil, "2 fields"},
-		{"empty", "{}\n", "", "", nil, "0 fields"},
-		{"trailing", `{"exit":{"exitCode":0}} {}` + "\n", "", "", nil, "trailing"},
-		{"exit code range", `{"exit":{"exitCode":256}}` + "\n", "", "", nil, "exit code 256"},
-		{"negative exit", `{"exit":{"exitCode":-1}}` + "\n", "", "", nil, "exit code -1"},
-		{"not json", "hello\n", "", "", nil, "bad executor frame"},
-		{"huge frame", `{"stdout":"` + strings.Repeat("A", proto.MaxExecLine) + `"}` + "\n", "", "", nil, "longer than"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var o, e bytes.Buffer
-			out, err := readExecFrames(strings.NewReader(tt.in), &o, &e)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("got %v %+v, want error %q", err, out, tt.err)
-				}
-				return
-			}
-			if err != nil || *out != *tt.out || o.String() != tt.stdout || e.String() != tt.stderr {
-				t.Fatalf("got %v %+v %q %q", err, out, o.String(), e.String())
-			}
-		})
-	}
-}
-
-func FuzzReadExecFrames(f *testing.F) {
-	f.Add([]byte(`{"stdout":"aGk="}` + "\n" + `{"exit":{"exitCode":0}}` + "\n"))
-	f.Add([]byte(`{"stderr":""}` + "\n" + `{"exit":{"exitCode":124,"timedOut":true}}` + "\n"))
-	f.Add([]byte(`{"exit":{"exitCode":1e3}}` + "\n"))
-	f.Add([]byte(`{"STDOUT":"aGk=","Exit":null}` + "\n"))
-	f.Fuzz(func(t *testing.T, in []byte) {
-		var o, e bytes.Buffer
-		out, err := readExecFrames(bytes.NewReader(in), &o, &e)
-		if err == nil && (out == nil || out.ExitCode < 0 || out.ExitCode > 255) {
-			t.Fatalf("accepted %q as %+v", in, out)
-		}
-		if o.Len()+e.Len() > len(in) {
-			t.Fatalf("more output than input: %d+%d > %d", o.Len(), e.Len(), len(in))
-		}
-	})
-}
-
 // executorPid finds the executor inside the sandbox (through the Engine).
 func executorPid(t *testing.T, sb *Sandbox) int {
 	t.Helper()
 	var ps bytes.Buffer
-	if code, _, err := sb.runEngine(context.Background(), []string{"ps", "-o", "pid,args"}, nil, &ps, &capWriter{max: 4096}); err != nil || code != 0 {
+	if code, _, err := sb.runEngine(context.Background(), []string{"ps", "-o", "pid,args"}, nil, &ps, &hostexec.CapWriter{Max: 4096}); err != nil || code != 0 {
 		t.Fatal(code, err)
 	}
 	for _, l := range strings.Split(ps.String(), "\n") {
@@ -179,7 +70,7 @@ func TestExecutorRestartedByInit(t *testing.T) {
 		done <- runVia(ctx, 0, sb, gateway.ExecSpec{Argv: []string{"sleep", "100"}, CallID: "orphaned"})
 	}()
 	waitForCall(t, sb, "orphaned")
-	if code, msg, err := sb.runEngine(ctx, []string{"kill", "-KILL", strconv.Itoa(old)}, nil, nil, &capWriter{max: 4096}); err != nil || code != 0 {
+	if code, msg, err := sb.runEngine(ctx, []string{"kill", "-KILL", strconv.Itoa(old)}, nil, nil, &hostexec.CapWriter{Max: 4096}); err != nil || code != 0 {
 		t.Fatal(code, msg, err)
 	}
 	r := <-done

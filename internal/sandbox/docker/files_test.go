@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/sandbox/hostexec"
 )
 
 // TestWriteCutShortLeavesFileUnchanged: a write whose stream ends early (a
@@ -28,7 +29,9 @@ func TestWriteCutShortLeavesFileUnchanged(t *testing.T) {
 	sum := sha256.Sum256([]byte(want))
 	argv := []string{proto.ClientPath, "put", "/workspace/f.txt", strconv.Itoa(len(want)), hex.EncodeToString(sum[:])}
 	paths := map[string]func(stdin []byte) (int, string, error){
-		"engine":   func(in []byte) (int, string, error) { return sb.runEngine(ctx, argv, in, nil, &capWriter{max: 4096}) },
+		"engine": func(in []byte) (int, string, error) {
+			return sb.runEngine(ctx, argv, in, nil, &hostexec.CapWriter{Max: 4096})
+		},
 		"executor": func(in []byte) (int, string, error) { return sb.run(ctx, argv, in, nil) },
 	}
 	for name, run := range paths {
