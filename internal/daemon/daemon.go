@@ -32,6 +32,7 @@ import (
 	"github.com/toolgate/toolgate/internal/hooks/hookserver"
 	"github.com/toolgate/toolgate/internal/lockedfile"
 	"github.com/toolgate/toolgate/internal/mcp"
+	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/modeldoor"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/ratelimit"
@@ -79,6 +80,8 @@ type Daemon struct {
 	index     *auditindex.Index
 	indexStop context.CancelFunc
 	indexDone chan struct{}
+	// metrics are served at /metrics on the admin socket and TCP listener.
+	metrics *metrics.Metrics
 	// rates count calls against the agents' rate limits; they outlive a
 	// reload, so a config change does not reset a budget.
 	rates *ratelimit.Limiter
@@ -170,8 +173,9 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	d.approvals = approval.New()
 	d.rates = ratelimit.New()
 	d.rates.Configure(cfg)
+	d.metrics = d.newMetrics()
 	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: mgr, BoundArgs: d.bounder.Bound, Logger: log, AsyncResults: true,
-		Approvals: d.approvals, Limiter: d.rates}, built.Snapshot)
+		Approvals: d.approvals, Limiter: d.rates, Observer: d.metrics}, built.Snapshot)
 	d.followIndex(cfg.Gateway.Audit.Dir)
 
 	nofile, err := connlimit.Nofile()
@@ -205,6 +209,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	api := &adminapi.Server{Gateway: d.gw, Tokens: tokens, Status: d.status, Explain: d.explain, Approvals: d.approvals,
 		Observations: connlimit.Unbounded(hs.Ingest())} // a transcript may be piped in as it is written
 	host := http.NewServeMux()
+	host.Handle("GET /metrics", d.metrics.Handler())
 	host.Handle("/mcp", auth.Require(tokens, auth.ScopeMCP, mcp.RouteOptions(api.RecordRefusal))(d.door.Handler(mcp.TokenIdentity)))
 	host.Handle("/", api.Handler())
 	if err := d.listen(host, cfg); err != nil {
@@ -502,4 +507,45 @@ func (d *Daemon) stopIndex() error {
 		d.log.Warn("audit index: final catch-up", "err", err)
 	}
 	return d.index.Close()
+}
+
+// claudeTools are Claude Code's own tool names: labels for its hook calls.
+// Any other name a hook call carries is counted as "unknown", so a sandbox
+// cannot grow the metrics by inventing names.
+var claudeTools = map[string]bool{"Bash": true, "Read": true, "Write": true, "Edit": true, "MultiEdit": true,
+	"NotebookEdit": true, "Glob": true, "Grep": true, "WebFetch": true, "WebSearch": true, "Task": true, "TodoWrite": true}
+
+func (d *Daemon) newMetrics() *metrics.Metrics {
+	return metrics.New(metrics.Sources{
+		Known: func(agent, tool string) (bool, bool) {
+			snap := d.gw.Snapshot()
+			_, a := snap.Agents[agent]
+			_, t := snap.Tools[tool]
+			for _, bk := range snap.ByKind {
+				t = t || bk.Name() == tool
+			}
+			return a, t || claudeTools[tool]
+		},
+		Sandboxes: func(ctx context.Context) map[string]int {
+			rows, err := d.status(ctx)
+			if err != nil {
+				return map[string]int{"unknown": len(d.config().Agents)}
+			}
+			out := map[string]int{}
+			for _, r := range rows {
+				out[r.State]++
+			}
+			return out
+		},
+		Audit: func() (uint64, uint64) {
+			st := d.audit.Stats()
+			return st.Entries, st.Syncs
+		},
+		IndexLag: func() time.Duration {
+			if d.index == nil {
+				return -time.Second
+			}
+			return d.index.Lag(d.audit.Position())
+		},
+	})
 }

@@ -51,6 +51,8 @@ type Options struct {
 	Approvals Approver
 	// Limiter applies rate limits and budgets to allowed calls; nil: none.
 	Limiter Limiter
+	// Observer is told how each call went (metrics); nil: no one.
+	Observer Observer
 	// AsyncResults lets a call's caller have its outcome without waiting
 	// for the result entry's fsync, when the sink is an AuditQueue. The
 	// decision entry is always durable before the call runs; the result is
@@ -129,15 +131,22 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 			defer done()
 		}
 	}
+	decided := time.Now()
 	entry := g.entry(call, tool, dec)
 	if err := g.opts.Audit.Append(entry); err != nil {
 		g.opts.Logger.Error("audit append failed; call refused", "id", call.ID, "agent", call.Agent, "tool", call.Tool, "err", err)
 		return nil, fmt.Errorf("%w: %v", ErrAuditUnavailable, err)
 	}
+	recorded := time.Now()
 	stats := g.Stats(call.Agent)
 	stats.Calls.Add(1)
+	cs := CallStats{Agent: call.Agent, Kind: call.Kind, Decision: dec.Verdict(), Decide: decided.Sub(start), Record: recorded.Sub(decided)}
+	if tool != nil {
+		cs.Tool = call.Tool
+	}
 	if !dec.Allow {
 		stats.Denials.Add(1)
+		g.observe(cs)
 		return nil, &DeniedError{ID: call.ID, Decision: dec}
 	}
 
@@ -164,6 +173,8 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 		result.Error = err.Error()
 	}
 	result.Error = g.boundText(result.Error)
+	cs.Execute, cs.Failed, cs.Detail = time.Since(recorded), result.Error != "", call.Detail
+	g.observe(cs)
 	if q, ok := g.opts.Audit.(AuditQueue); ok && g.opts.AsyncResults {
 		q.Enqueue(result)
 	} else if aerr := g.opts.Audit.Append(result); aerr != nil {
@@ -200,6 +211,12 @@ func (g *Gateway) ask(ctx context.Context, snap *Snapshot, call *Call, tool Tool
 	call.Detail["approval"] = map[string]any{"outcome": a.Outcome, "by": a.By, "at": a.At.UTC(),
 		"waitedMs": float64(a.Waited.Microseconds()) / 1000}
 	return final, nil
+}
+
+func (g *Gateway) observe(cs CallStats) {
+	if g.opts.Observer != nil {
+		g.opts.Observer.ObserveCall(cs)
+	}
 }
 
 func (g *Gateway) begin() {

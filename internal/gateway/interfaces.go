@@ -163,3 +163,22 @@ type File struct {
 type Sandboxes interface {
 	Sandbox(ctx context.Context, agent string) (Sandbox, error)
 }
+
+// Observer is told how each call went, after it ends: the metrics. It must
+// not block; it is called on the caller's path.
+type Observer interface {
+	ObserveCall(c CallStats)
+}
+
+// CallStats describes one finished call for an Observer.
+type CallStats struct {
+	Agent    string
+	Kind     Kind
+	Tool     string         // "" when the call was refused before its tool was known
+	Decision string         // allow, deny
+	Decide   time.Duration  // prepare, policy, approval wait
+	Record   time.Duration  // the decision entry made durable
+	Execute  time.Duration  // the tool ran (0 when denied)
+	Failed   bool           // ran and failed (an error, not an exit code)
+	Detail   map[string]any // the call's detail after it ran (egress bytes, model usage …)
+}

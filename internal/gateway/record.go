@@ -138,6 +138,8 @@ func (g *Gateway) Refuse(source string, call *Call, dec Decision) error {
 		stats.Calls.Add(1)
 		stats.Denials.Add(1)
 	}
+	// The tool of a refusal is whatever the request named: not a label.
+	g.observe(CallStats{Agent: call.Agent, Kind: call.Kind, Decision: "deny"})
 	return &DeniedError{ID: call.ID, Decision: dec}
 }
 

@@ -1,0 +1,56 @@
+package metrics
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+)
+
+func scrapeText(t *testing.T, m *Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	b, _ := io.ReadAll(rec.Body)
+	return string(b)
+}
+
+func TestObserveCall(t *testing.T) {
+	m := New(Sources{
+		Known:     func(agent, tool string) (bool, bool) { return agent == "demo", tool == "exec" || tool == "egress" },
+		Sandboxes: nil,
+		Audit:     func() (uint64, uint64) { return 10, 4 },
+		IndexLag:  func() time.Duration { return 0 },
+	})
+	m.ObserveCall(gateway.CallStats{Agent: "demo", Kind: gateway.KindCore, Tool: "exec", Decision: "allow",
+		Decide: 20 * time.Microsecond, Record: time.Millisecond, Execute: 3 * time.Millisecond})
+	m.ObserveCall(gateway.CallStats{Agent: "demo", Kind: gateway.KindCore, Tool: "exec", Decision: "deny", Decide: time.Microsecond, Record: time.Millisecond})
+	// Names a request made up never become labels.
+	for i := range 50 {
+		m.ObserveCall(gateway.CallStats{Agent: strings.Repeat("x", i+1), Kind: gateway.KindAdmin, Tool: "GET /" + strings.Repeat("y", i), Decision: "deny"})
+	}
+	m.ObserveCall(gateway.CallStats{Agent: "demo", Kind: gateway.KindEgress, Tool: "egress", Decision: "allow",
+		Detail: map[string]any{"bytesUp": int64(100), "bytesDown": int64(5000)}})
+	m.ObserveCall(gateway.CallStats{Agent: "demo", Kind: "model", Tool: "model", Decision: "allow",
+		Detail: map[string]any{"model": "claude-x", "inputTokens": 12, "outputTokens": int64(7), "costUSD": 0.25}})
+	out := scrapeText(t, m)
+	for _, want := range []string{
+		`toolgate_calls_total{agent="demo",decision="allow",kind="core_tool",tool="exec"} 1`,
+		`toolgate_calls_total{agent="demo",decision="deny",kind="core_tool",tool="exec"} 1`,
+		`toolgate_calls_total{agent="unknown",decision="deny",kind="admin",tool="unknown"} 50`,
+		`toolgate_call_phase_seconds_count{kind="core_tool",phase="execute"} 1`,
+		`toolgate_egress_bytes_total{agent="demo",direction="down"} 5000`,
+		`toolgate_model_tokens_total{agent="demo",model="claude-x",type="input"} 12`,
+		`toolgate_model_cost_usd_total{agent="demo",model="claude-x"} 0.25`,
+		`toolgate_audit_entries_total 10`,
+		`toolgate_audit_index_lag_seconds 0`,
+		`process_resident_memory_bytes`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %s in\n%s", want, out)
+		}
+	}
+}
