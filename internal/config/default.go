@@ -21,6 +21,16 @@ gateway:
     dir: HOME/logs              # audit.jsonl lives here
     maxFileBytes: 64m           # rotate (keeping the hash chain) beyond this
     maxArgBytes: 1024           # longer argument strings are cut, with a marker
+  # Model providers agents reach through the model door: the sandbox gets a
+  # base URL and a placeholder key, the gateway adds the real key (set it with
+  # toolgate secrets set anthropic_key < key.txt; grant it to the provider).
+  # models:
+  #   anthropic:
+  #     api: anthropic            # anthropic or openai (chat completions, Responses)
+  #     url: https://api.anthropic.com
+  #     secret: anthropic_key
+  #     prices:                   # USD per million tokens, for costs and budgets
+  #       "claude-sonnet-4*": {input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75}
 
 # Host-side tools. An agent gets a plugin tool only if it lists it under tools:
 # plugins:
@@ -78,6 +88,12 @@ agents:
     #   maxConnections: 64        # concurrent connections
     #   idleTimeout: 60s          # silence either way ends a connection
     #   maxBytes: 1g              # per connection, both ways
+    # Model API calls through the model door (kind model: args.model,
+    # args.max_tokens, args.tools are visible to rules):
+    # model:
+    #   providers: [anthropic]
+    #   allow: ["claude-sonnet-*"]  # model names or patterns; empty: any
+    #   budget: {requestsPerMinute: 30, tokensPerDay: 5000000, costPerDay: 20}
     rules:
       # commands: every command the call would run, read by a shell parser
       # (through sh -c, pipes, &&, $(…), sudo/env/xargs …): name, args, flags,

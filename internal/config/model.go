@@ -13,7 +13,7 @@ import (
 // Model door defaults.
 const (
 	DefaultModelKind    = "http"
-	DefaultModelTimeout = 5 * time.Minute
+	DefaultModelTimeout = 10 * time.Minute
 	DefaultModelMaxBody = 32 << 20
 )
 

@@ -55,7 +55,7 @@ agents:
 		t.Fatal(err)
 	}
 	p := cfg.Gateway.Models["anthropic"]
-	if p.Kind != DefaultModelKind || p.Timeout != 5*time.Minute || p.Private != "deny" || p.Prices["claude-*"].Output != 15 {
+	if p.Kind != DefaultModelKind || p.Timeout != 10*time.Minute || p.Private != "deny" || p.Prices["claude-*"].Output != 15 {
 		t.Fatalf("provider %+v", p)
 	}
 	if m := cfg.Agents["demo"].Model; m == nil || m.Budget.CostPerDay != 5 || m.MaxBody != DefaultModelMaxBody || !slices.Equal(m.Providers, []string{"anthropic"}) {

@@ -210,7 +210,8 @@ type ModelProvider struct {
 	// address (a model server on the host's network). Metadata stays refused.
 	Private string `yaml:"private"`
 	// Timeout ends a call when the upstream sends nothing for this long
-	// (before its headers or between two chunks); default 5m.
+	// (before its headers or between two chunks); default 10m: a
+	// non-streamed answer sends nothing until it is complete.
 	Timeout time.Duration `yaml:"timeout"`
 	// Prices are USD per million tokens by model name or pattern
 	// (claude-sonnet-4*); a model without a price costs 0 and says so.
