@@ -581,3 +581,37 @@ func TestUsage(t *testing.T) {
 		t.Fatalf("other agent: %+v", rows)
 	}
 }
+
+// A model entry read back from the audit log is decided again on its
+// recorded facts (replay): the same decision, nothing measured anew.
+func TestRecordedCallsDecideAgain(t *testing.T) {
+	h := newHarness(t, `providers: [anthropic], allow: ["fake-*"], budget: {tokensPerHour: 100}`)
+	body(t, h.post(t, "demo", "anthropic", "/v1/messages", `{"model":"fake-text","max_tokens":5}`))
+	body(t, h.post(t, "demo", "anthropic", "/v1/messages", `{"model":"fake-text","max_tokens":5}`))
+	body(t, h.post(t, "demo", "anthropic", "/v1/messages", `{"model":"claude-x","max_tokens":5}`))
+	h.aw.Close()
+	snap := h.gw.Snapshot()
+	n := 0
+	for _, e := range h.entries(t) {
+		if e.Phase != gateway.PhaseDecision {
+			continue
+		}
+		n++
+		call := &gateway.Call{Agent: e.Agent, Kind: e.Type, Tool: e.Tool, Args: e.Args, Detail: e.Detail}
+		_, refused := gateway.Prepare(snap, call)
+		if refused != nil {
+			t.Fatalf("recorded call refused: %+v", refused)
+		}
+		if d := snap.Decider.Decide(call); d.Verdict() != e.Decision || d.Rule != e.Rule {
+			t.Fatalf("entry %s was %s by %s, now %+v", e.ID, e.Decision, e.Rule, d)
+		}
+	}
+	if n != 3 {
+		t.Fatalf("%d decisions", n)
+	}
+	// And such a call cannot run.
+	call := &gateway.Call{Agent: "demo", Kind: gateway.KindModel, Tool: "anthropic", Args: []byte(`{"provider":"anthropic","endpoint":"messages","model":"fake-text"}`)}
+	if _, err := snap.ByKind[gateway.KindModel].Run(context.Background(), call, nil); err == nil {
+		t.Fatal("a recorded call ran")
+	}
+}

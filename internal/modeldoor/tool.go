@@ -143,7 +143,7 @@ type sink interface {
 func (t *Tool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
 	ex, ok := call.Prepared.(*exchange)
 	if !ok {
-		return errors.New("model: the call carries no request")
+		return t.prepareRecorded(call)
 	}
 	args := Args{Provider: call.Tool, BodyBytes: len(ex.body)}
 	defer func() { call.Args, _ = json.Marshal(args) }()
@@ -171,6 +171,28 @@ func (t *Tool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
 	}
 	d["model"] = facts.Model
 	d["spent"] = t.meter.Spent(call.Agent, t.now())
+	call.Detail = d
+	return nil
+}
+
+// prepareRecorded prepares a call read back from the audit log (replay):
+// the facts and what was spent are the recorded ones, never measured anew.
+// Such a call has no request to run: Run refuses it.
+func (t *Tool) prepareRecorded(call *gateway.Call) error {
+	var a Args
+	if err := json.Unmarshal(call.Args, &a); err != nil || a.Endpoint == "" {
+		return errors.New("model: the call carries no request")
+	}
+	if _, ok := t.providers[call.Tool]; !ok {
+		return fmt.Errorf("model: no provider %q is configured", call.Tool)
+	}
+	d := maps.Clone(call.Detail)
+	if d == nil {
+		d = map[string]any{}
+	}
+	if _, ok := d["model"]; !ok {
+		d["model"] = a.Model
+	}
 	call.Detail = d
 	return nil
 }
