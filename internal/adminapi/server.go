@@ -87,7 +87,7 @@ func (s *Server) admin(next http.HandlerFunc) http.Handler {
 // RecordRefusal audits a request refused for its token as a denied attempt
 // with no agent. Other routes on the host listener (MCP) use it too.
 func (s *Server) RecordRefusal(r *http.Request, reason string) {
-	call := &gateway.Call{Kind: gateway.KindAdmin, Tool: r.Method + " " + r.URL.Path, Via: "admin",
+	call := &gateway.Call{Kind: gateway.KindAdmin, Tool: r.Method + " " + r.URL.Path, Via: gateway.ViaAdmin,
 		Detail: map[string]any{"remote": r.RemoteAddr}}
 	err := s.Gateway.Refuse(remoteHost(r), call, gateway.Decision{Rule: "auth.token", Reason: reason})
 	if errors.Is(err, gateway.ErrAuditUnavailable) {
@@ -125,7 +125,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 		Tool:    r.PathValue("tool"),
 		Args:    body,
 		Session: r.Header.Get("Toolgate-Session"),
-		Via:     "admin",
+		Via:     gateway.ViaAdmin,
 	}
 	if r.Header.Get("Accept") != wire.MediaNDJSON {
 		res, err := s.Gateway.Handle(r.Context(), call, nil)
@@ -169,7 +169,7 @@ func (s *Server) eval(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Message: "malformed JSON: " + err.Error()})
 		return
 	}
-	call := &gateway.Call{Agent: req.Agent, Tool: req.Tool, Args: req.Args, Via: "admin"}
+	call := &gateway.Call{Agent: req.Agent, Tool: req.Tool, Args: req.Args, Via: gateway.ViaAdmin}
 	wire.WriteJSON(w, s.Explain(call))
 }
 

@@ -3,7 +3,6 @@ package cli
 import (
 	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -11,7 +10,7 @@ import (
 func newExecCmd(g *globals) *cobra.Command {
 	var (
 		cwd, timeout string
-		env          []string
+		env          envFlags
 		stdin        bool
 		shell        string
 	)
@@ -37,16 +36,8 @@ func newExecCmd(g *globals) *cobra.Command {
 			if timeout != "" {
 				call["timeout"] = timeout
 			}
-			if len(env) > 0 {
-				m := map[string]string{}
-				for _, kv := range env {
-					k, v, ok := strings.Cut(kv, "=")
-					if !ok {
-						return usageErr(cmd, "--env wants NAME=VALUE, got "+kv)
-					}
-					m[k] = v
-				}
-				call["env"] = m
+			if err := env.apply(cmd, call); err != nil {
+				return err
 			}
 			if stdin {
 				b, err := io.ReadAll(os.Stdin)
@@ -68,7 +59,7 @@ func newExecCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVarP(&shell, "command", "c", "", "a shell command line, run with /bin/sh -c")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (relative to the workspace)")
 	cmd.Flags().StringVar(&timeout, "timeout", "", "kill the process tree after this long (e.g. 30s)")
-	cmd.Flags().StringArrayVarP(&env, "env", "e", nil, "environment NAME=VALUE (repeatable)")
+	env.register(cmd)
 	cmd.Flags().BoolVarP(&stdin, "interactive", "i", false, "send this command's stdin to the process")
 	return cmd
 }

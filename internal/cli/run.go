@@ -10,7 +10,10 @@ import (
 )
 
 func newRunCmd(g *globals) *cobra.Command {
-	var cwd, timeout string
+	var (
+		cwd, timeout string
+		env          envFlags
+	)
 	cmd := &cobra.Command{
 		Use:   "run AGENT [flags] -- ARGV...",
 		Short: "Run a program (e.g. claude) in an agent's sandbox, output streamed",
@@ -22,8 +25,9 @@ claude without --settings, the gate and the tap are added as inline settings
 edit. Give your own --settings (see toolgate hooks settings --merge) to opt out.
 Inside a toolgate sandbox the gate is also in Claude Code's managed settings, which
 the agent cannot switch off and which make Claude Code ignore every other hook.`,
-		Example: `  toolgate run demo --timeout 30m -- claude -p "fix the tests"`,
-		Args:    cobra.MinimumNArgs(2),
+		Example: `  toolgate run demo --timeout 30m -- claude -p "fix the tests"
+  toolgate run demo --secret-env GH_TOKEN=github_token -- sh -c 'gh pr list'`,
+		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			argv := args[1:]
 			if err := hooks.CheckLaunch(argv); err != nil {
@@ -43,6 +47,9 @@ the agent cannot switch off and which make Claude Code ignore every other hook.`
 			if timeout != "" {
 				call["timeout"] = timeout
 			}
+			if err := env.apply(cmd, call); err != nil {
+				return err
+			}
 			res, err := callTool(cmd, g, args[0], "exec", call, true)
 			if err != nil {
 				return err
@@ -55,5 +62,6 @@ the agent cannot switch off and which make Claude Code ignore every other hook.`
 	}
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (relative to the workspace)")
 	cmd.Flags().StringVar(&timeout, "timeout", "", "kill the process tree after this long (e.g. 30m)")
+	env.register(cmd)
 	return cmd
 }

@@ -210,7 +210,7 @@ func FuzzPrepare(f *testing.F) {
 	f.Add("exec", `{"command":"ls","env":{"A":"b"},"timeout":"3s","cwd":".."}`)
 	f.Add("exec", `{"argv":["a"],"timeout":1e9}`)
 	tools := map[string]gateway.Tool{}
-	for _, tool := range New(func(string) config.Limits { return config.Limits{MaxWrite: 1 << 16} }) {
+	for _, tool := range New(func(string) config.Limits { return config.Limits{MaxWrite: 1 << 16} }, nil) {
 		tools[tool.Name()] = tool
 	}
 	f.Fuzz(func(t *testing.T, name, args string) {

@@ -23,8 +23,10 @@ type execArgs struct {
 	Argv    []string          `json:"argv"`
 	Cwd     string            `json:"cwd"`
 	Env     map[string]string `json:"env"`
-	Stdin   *string           `json:"stdin"`
-	Timeout json.RawMessage   `json:"timeout"`
+	// SecretEnv names host secrets to put in the environment, by variable.
+	SecretEnv map[string]string `json:"secretEnv"`
+	Stdin     *string           `json:"stdin"`
+	Timeout   json.RawMessage   `json:"timeout"`
 }
 
 // ExecOutput is the result body of `exec`. When the call streams its output
@@ -74,6 +76,16 @@ func (t *Exec) parse(raw json.RawMessage, agent string) (*execArgs, time.Duratio
 			return nil, 0, fmt.Errorf("exec: env %s contains a NUL byte", k)
 		}
 	}
+	for k, name := range a.SecretEnv {
+		switch _, dup := a.Env[k]; {
+		case !envName.MatchString(k):
+			return nil, 0, fmt.Errorf("exec: secretEnv name %q is not valid (letters, digits and _, not starting with a digit)", k)
+		case name == "":
+			return nil, 0, fmt.Errorf("exec: secretEnv %s names no secret", k)
+		case dup:
+			return nil, 0, fmt.Errorf("exec: %s is in both env and secretEnv", k)
+		}
+	}
 	ceiling := t.limitsOf(agent).ExecTimeout
 	timeout, err := parseTimeout(a.Timeout, ceiling)
 	if err != nil {
@@ -119,6 +131,11 @@ func (t *Exec) Prepare(call *gateway.Call, agent gateway.AgentInfo) error {
 	if err != nil {
 		return err
 	}
+	if len(a.SecretEnv) > 0 && call.Via != gateway.ViaAdmin {
+		// A sandbox asking for the host's secrets in its own environment
+		// would undo keeping them on the host.
+		return fmt.Errorf("exec: secretEnv is for the operator's calls on the host (toolgate run/exec --secret-env), not from %s", call.Via)
+	}
 	cwd := a.Cwd
 	if cwd == "" {
 		cwd = "."
@@ -155,6 +172,16 @@ func (t *Exec) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 		Session: call.Session,
 	}
 	for k, v := range a.Env {
+		spec.Env = append(spec.Env, k+"="+v)
+	}
+	for k, name := range a.SecretEnv {
+		if t.secrets == nil {
+			return nil, fmt.Errorf("exec: secretEnv %s: this gateway has no secrets", k)
+		}
+		v, err := t.secrets.Resolve(call.Agent, "exec", name)
+		if err != nil {
+			return nil, fmt.Errorf("exec: secretEnv %s: %w", k, err)
+		}
 		spec.Env = append(spec.Env, k+"="+v)
 	}
 	var callerOut, callerErr io.Writer

@@ -107,7 +107,7 @@ func newHarness(t testing.TB, limits config.Limits) *harness {
 			t.Errorf("limits asked for agent %q", agent)
 		}
 		return h.limits
-	}) {
+	}, nil) {
 		h.tools[tool.Name()] = tool
 	}
 	return h

@@ -50,7 +50,7 @@ func TestPreparePath(t *testing.T) {
 }
 
 func TestPrepareWorkspaceDefault(t *testing.T) {
-	tool := New(nil)[0]
+	tool := New(nil, nil)[0]
 	call := &gateway.Call{Agent: "x", Args: json.RawMessage(`{"path":"a"}`)}
 	if err := tool.Prepare(call, gateway.AgentInfo{Name: "x"}); err != nil {
 		t.Fatal(err)
@@ -148,7 +148,7 @@ func TestPrepareRejects(t *testing.T) {
 		{"exec", `{"argv":["ls"],"timeout":-1}`, "timeout must be positive"},
 		{"exec", `{"argv":["ls"],"timeout":true}`, "want a duration string or a number of seconds"},
 		{"exec", `{"argv":["ls"],"timeout":{}}`, "want a duration string or a number of seconds"},
-		{"exec", `{"argv":["ls"],"shell":true}`, `unknown field "shell" (allowed: command, argv, cwd, env, stdin, timeout)`},
+		{"exec", `{"argv":["ls"],"shell":true}`, `unknown field "shell" (allowed: command, argv, cwd, env, secretEnv, stdin, timeout)`},
 	}
 	for _, c := range cases {
 		_, err := h.prepare(c.tool, c.args)
@@ -185,7 +185,7 @@ func TestExecTimeout(t *testing.T) {
 
 func TestAuditArgs(t *testing.T) {
 	tools := map[string]gateway.Tool{}
-	for _, tool := range New(nil) {
+	for _, tool := range New(nil, nil) {
 		tools[tool.Name()] = tool
 	}
 	cases := []struct {

@@ -345,7 +345,7 @@ type failWriter struct{}
 func (failWriter) Write([]byte) (int, error) { return 0, fmt.Errorf("gone") }
 
 func TestRunNeedsSandbox(t *testing.T) {
-	for _, tool := range New(nil) {
+	for _, tool := range New(nil, nil) {
 		args := map[string]string{"read": `{"path":"a"}`, "write": `{"path":"a","content":""}`, "patch": `{"path":"a","old":"x","new":"y"}`, "exec": `{"command":"true"}`}[tool.Name()]
 		call := &gateway.Call{Agent: "a", Args: []byte(args)}
 		if err := tool.Prepare(call, testAgent); err != nil {

@@ -58,6 +58,7 @@ const ExecSchema = `{
     "argv": {"type": "array", "items": {"type": "string"}, "minItems": 1, "description": "Program and arguments, run without a shell."},
     "cwd": {"type": "string", "description": "Working directory; relative to the workspace (default: the workspace)."},
     "env": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}, "description": "Extra environment variables."},
+    "secretEnv": {"type": "object", "additionalProperties": {"type": "string"}, "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}, "description": "Operator only (toolgate run/exec --secret-env on the host): variables set from host secrets, by secret name. Refused from inside a sandbox."},
     "stdin": {"type": "string", "description": "Text fed to the process's standard input."},
     "timeout": {"type": ["string", "number"], "description": "A Go duration (\"30s\", \"2m\") or seconds; capped by the agent's exec timeout, which is also the default."}
   },

@@ -8,7 +8,9 @@
 //	      → {path, content, lines:{from,to,total}, size, truncated, encoding?}
 //	write {path, content, encoding?}                    → {path, bytes}
 //	patch {path, old, new} | {path, diff}               → {path, bytes, replacements | hunks}
-//	exec  {command | argv, cwd?, env?, stdin?, timeout?} → {exitCode, stdout, stderr, timedOut, truncated}
+//	exec  {command | argv, cwd?, env?, secretEnv?, stdin?, timeout?} → {exitCode, stdout, stderr, timedOut, truncated}
+//	      secretEnv {NAME: secret}: host secrets put in the environment, for
+//	      the operator's calls only (admin API); the audit keeps the names
 //
 // Prepare validates arguments strictly (unknown fields, wrong types and
 // invalid UTF-8 are errors) and fills the facts policy decides on: Path is
@@ -42,15 +44,23 @@ import (
 // call, so a configuration reload takes effect for the next call.
 type LimitsFunc func(agent string) config.Limits
 
-// New returns the four core tools: read, write, patch, exec.
-func New(limits LimitsFunc) []gateway.Tool {
-	s := &shared{limits: limits}
+// Secrets resolves a host secret for a call of tool by agent
+// (*secrets.Store); exec uses it for the operator's secretEnv.
+type Secrets interface {
+	Resolve(agent, tool, name string) (string, error)
+}
+
+// New returns the four core tools: read, write, patch, exec. secrets may be
+// nil: then no exec can have a secret in its environment.
+func New(limits LimitsFunc, secrets Secrets) []gateway.Tool {
+	s := &shared{limits: limits, secrets: secrets}
 	return []gateway.Tool{&Read{s}, &Write{s}, &Patch{s}, &Exec{s}}
 }
 
 // shared is what the four tools of one New have in common.
 type shared struct {
-	limits LimitsFunc
+	limits  LimitsFunc
+	secrets Secrets
 	// locks serialise write and patch on the same file of the same agent, so
 	// two patches through the gateway never lose each other's change.
 	locks [64]sync.Mutex

@@ -62,16 +62,16 @@ func build(cfg *config.Config, ups *upstream.Pool, meter *modeldoor.Meter) (*Bui
 		}
 		return cfg.Defaults.Limits
 	}
-	for _, t := range coretools.New(limits) {
+	if b.Secrets, err = secrets.Load(cfg.Home, cfg.Secrets); err != nil {
+		return nil, err
+	}
+	for _, t := range coretools.New(limits, b.Secrets) {
 		b.Snapshot.Tools[t.Name()] = t
 	}
 	if ups == nil {
 		if ups, err = OpenUpstreams(cfg.Home); err != nil {
 			return nil, err
 		}
-	}
-	if b.Secrets, err = secrets.Load(cfg.Home, cfg.Secrets); err != nil {
-		return nil, err
 	}
 	plugins, err := plugin.Build(cfg, plugin.Env{Secrets: b.Secrets, Shared: map[string]any{upstream.Kind: ups}})
 	if err != nil {

@@ -24,6 +24,11 @@ const (
 	KindObserved Kind = "observed"  // what a transcript claims; never a decision
 )
 
+// ViaAdmin is the entry point of the operator's own calls (the admin API,
+// behind an admin token): the only one trusted to ask for host secrets in
+// a sandbox's environment.
+const ViaAdmin = "admin"
+
 // Call is one tool invocation. Agent is set by the entry point from the
 // socket or token that carried the request, never from the payload.
 type Call struct {

@@ -160,7 +160,7 @@ func buildSnapshot(t testing.TB, cfg *config.Config, pool *upstream.Pool) *gatew
 	for name := range cfg.Agents {
 		snap.Agents[name] = gateway.AgentInfo{Name: name, Workspace: "/workspace", HostDir: t.TempDir()}
 	}
-	for _, ct := range coretools.New(nil) {
+	for _, ct := range coretools.New(nil, nil) {
 		snap.Tools[ct.Name()] = ct
 	}
 	return snap
