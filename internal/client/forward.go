@@ -32,12 +32,17 @@ func init() {
 // no network of its own; this is its only way out.
 type Forwarder struct {
 	socket string
-	rp     *httputil.ReverseProxy
+	// hostLoopback admits the loopback targets that are the gateway
+	// host's services (allowlisted egress); every other loopback target is
+	// the sandbox's own and is dialled here, as NO_PROXY would have.
+	hostLoopback proto.HostLoopback
+	rp           *httputil.ReverseProxy
 }
 
-// NewForwarder tunnels through the agent socket at socket.
-func NewForwarder(socket string) *Forwarder {
-	f := &Forwarder{socket: socket}
+// NewForwarder tunnels through the agent socket at socket; hostLoopback
+// are the egress rules naming services on the host's loopback.
+func NewForwarder(socket string, hostLoopback proto.HostLoopback) *Forwarder {
+	f := &Forwarder{socket: socket, hostLoopback: hostLoopback}
 	f.rp = &httputil.ReverseProxy{
 		// In.URL is absolute already; hop-by-hop headers, Proxy-Authorization
 		// among them, are dropped by ReverseProxy itself.
@@ -46,7 +51,7 @@ func NewForwarder(socket string) *Forwarder {
 			Proxy: nil, // this process's own HTTP_PROXY points at itself
 			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 				parent, _ := ctx.Value(parentKey{}).(string)
-				return f.Tunnel(ctx, addr, parent)
+				return f.dial(ctx, addr, parent)
 			},
 			// One tunnel per request: each is decided and audited with the
 			// call that made it, never reused for another process's request.
@@ -74,7 +79,7 @@ func (f *Forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *Forwarder) connect(w http.ResponseWriter, r *http.Request, parent string) {
-	up, err := f.Tunnel(r.Context(), r.Host, parent)
+	up, err := f.dial(r.Context(), r.Host, parent)
 	if err != nil {
 		proxyFail(w, err)
 		return
@@ -129,6 +134,20 @@ type ProxyError struct {
 }
 
 func (e *ProxyError) Error() string { return e.Message }
+
+// dial connects to target: a loopback target that is not the host's is
+// the sandbox's own service (a dev server, toolgate's in-sandbox doors)
+// and is dialled directly; everything else goes through the gateway.
+func (f *Forwarder) dial(ctx context.Context, target, parent string) (net.Conn, error) {
+	if !f.hostLoopback.Routes(target) {
+		c, err := (&net.Dialer{Timeout: launcher.DialTimeout}).DialContext(ctx, "tcp", target)
+		if err != nil {
+			return nil, &ProxyError{http.StatusBadGateway, fmt.Sprintf("toolgate egress: %s is the sandbox's own loopback (not an allowlisted host service): %v", target, launcher.UnwrapOp(err))}
+		}
+		return c, nil
+	}
+	return f.Tunnel(ctx, target, parent)
+}
 
 // Tunnel opens a connection to target (host:port) through the gateway,
 // attributed to the exec call parent ("" for none).
@@ -225,22 +244,23 @@ func startForwarder(stderr io.Writer) {
 	if os.Getenv(proto.EnvEgress) != "1" {
 		return
 	}
+	hostLoopback := proto.ParseHostLoopback(os.Getenv(proto.EnvHostLoopback))
 	ln, err := net.Listen("tcp", proto.ProxyAddr)
 	if err != nil {
 		fmt.Fprintf(stderr, "toolgate-client init: egress forwarder: %v\n", err)
 		return
 	}
 	go func() {
-		if err := Forward(ln, socketPath()); err != nil {
+		if err := Forward(ln, NewForwarder(socketPath(), hostLoopback)); err != nil {
 			fmt.Fprintf(stderr, "toolgate-client init: egress forwarder: %v\n", err)
 		}
 	}()
 }
 
-// Forward serves the proxy on ln until it fails or is closed.
-func Forward(ln net.Listener, socket string) error {
+// Forward serves the proxy f on ln until it fails or is closed.
+func Forward(ln net.Listener, f *Forwarder) error {
 	srv := &http.Server{
-		Handler:           NewForwarder(socket),
+		Handler:           f,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       90 * time.Second, // bodies stream (uploads, tunnels): no body deadline
 		ErrorLog:          log.New(io.Discard, "", 0),
@@ -252,15 +272,17 @@ func cmdForward(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("forward", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", proto.ProxyAddr, "address to serve the proxy on")
+	hostLoopbackList := fs.String("host-loopback", os.Getenv(proto.EnvHostLoopback), "egress rules (host:port,…) naming services on the gateway host's loopback")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	hostLoopback := proto.ParseHostLoopback(*hostLoopbackList)
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "toolgate-client forward: %v\n", err)
 		return 1
 	}
-	if err := Forward(ln, socketPath()); err != nil {
+	if err := Forward(ln, NewForwarder(socketPath(), hostLoopback)); err != nil {
 		fmt.Fprintf(stderr, "toolgate-client forward: %v\n", err)
 		return 1
 	}

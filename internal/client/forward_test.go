@@ -27,7 +27,7 @@ func forwarder(t testing.TB, socket string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go Forward(ln, socket)
+	go Forward(ln, NewForwarder(socket, nil))
 	t.Cleanup(func() { ln.Close() })
 	return ln.Addr().String()
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/coretools"
+	"github.com/toolgate/toolgate/internal/egress/netrule"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks/hookcall"
 	"github.com/toolgate/toolgate/internal/modeldoor"
@@ -117,10 +118,25 @@ func (b *Built) Specs(client string) []sandbox.AgentSpec {
 		specs = append(specs, sandbox.AgentSpec{
 			Agent: name, Image: a.Image, Workspace: a.Workspace, User: a.User,
 			Memory: a.MemoryBytes(), CPUs: a.Limits.CPUs, Pids: a.Limits.Pids, ClientBinary: client,
-			Egress: a.Egress != nil, Models: modelProviders(b.Config, a), Tools: b.launchers(name), Drain: a.Limits.ExecTimeout,
+			Egress: a.Egress != nil, HostLoopback: hostLoopback(a.Egress), Models: modelProviders(b.Config, a), Tools: b.launchers(name), Drain: a.Limits.ExecTimeout,
 		})
 	}
 	return specs
+}
+
+// hostLoopback are the egress rules that admit services on the host's
+// loopback, which the sandbox must not take for its own.
+func hostLoopback(e *config.Egress) []string {
+	if e == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range e.Allow {
+		if r, err := netrule.ParseRule(s); err == nil && r.Loopback() {
+			out = append(out, r.String())
+		}
+	}
+	return out
 }
 
 // launchers are the plugin tools an agent's allowlist admits, each of which

@@ -1,10 +1,11 @@
 package sandbox
 
 import (
-	"github.com/toolgate/toolgate/internal/proto"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 func TestEgressEnv(t *testing.T) {
@@ -75,5 +76,25 @@ func TestModelEnv(t *testing.T) {
 	}
 	if slices.Contains(s.CallEnv("c1", "bad session"), "TOOLGATE_SESSION=bad session") {
 		t.Error("an invalid session hint exported")
+	}
+}
+
+// Allowlisted services on the host's loopback must not be diverted to the
+// sandbox's own by NO_PROXY: with any, loopback is proxied too and the
+// forwarder learns which targets are the host's.
+func TestHostLoopbackEnv(t *testing.T) {
+	spec := AgentSpec{Agent: "a", Egress: true, HostLoopback: []string{"localhost:8080", "127.0.0.1:9000"}}
+	for _, env := range [][]string{spec.Env(), spec.CallEnv("c1", "")} {
+		for _, kv := range env {
+			if strings.HasPrefix(strings.ToUpper(kv), "NO_PROXY=") {
+				t.Errorf("%s with host loopback targets in %q", kv, env)
+			}
+		}
+	}
+	if !slices.Contains(spec.Env(), proto.EnvHostLoopback+"=localhost:8080,127.0.0.1:9000") {
+		t.Errorf("container env %q does not name the host's loopback targets", spec.Env())
+	}
+	if slices.ContainsFunc(spec.CallEnv("c1", ""), func(kv string) bool { return strings.HasPrefix(kv, proto.EnvHostLoopback) }) {
+		t.Error("the forwarder's setting leaked into the call env")
 	}
 }

@@ -40,6 +40,11 @@ type AgentSpec struct {
 	// Models are the model providers the sandbox reaches through the model
 	// door: init starts its forwarder and Env points the clients at it.
 	Models []proto.ModelProvider
+	// HostLoopback are the egress allowlist's rules for services on the
+	// gateway host's loopback ("localhost:8080"). Seen from the sandbox,
+	// loopback is its own; with these set, loopback is proxied too and the
+	// forwarder sends exactly these targets to the gateway (proto.EnvHostLoopback).
+	HostLoopback []string
 	// Tools are the agent's plugin tools: exactly these get a launcher in
 	// ToolsBinDir. Not part of the sandbox's identity: the directory is a
 	// bind mount, so a changed list is rewritten on the host, no recreate.
@@ -103,14 +108,19 @@ func (s AgentSpec) SocketDir() string {
 }
 
 // Env is the container's environment: with egress, TOOLGATE_EGRESS=1 (init
-// starts the forwarder) and the proxy variables, unattributed; with model
-// providers, the model door's base URLs and placeholder keys.
+// starts the forwarder), the host's loopback targets and the proxy
+// variables, unattributed; with model providers, the model door's base
+// URLs and placeholder keys.
 func (s AgentSpec) Env() []string {
 	env := proto.ModelEnv(s.Models, "", "")
 	if !s.Egress {
 		return env
 	}
-	return append(append(proxyEnv(proto.ProxyURL("")), proto.EnvEgress+"=1"), env...)
+	env = append(append(env, s.proxyEnv(proto.ProxyURL(""))...), proto.EnvEgress+"=1")
+	if len(s.HostLoopback) > 0 {
+		env = append(env, proto.EnvHostLoopback+"="+strings.Join(s.HostLoopback, ","))
+	}
+	return env
 }
 
 // CallEnv is what the exec of call id adds to the environment: its id, the
@@ -123,7 +133,7 @@ func (s AgentSpec) CallEnv(id, session string) []string {
 		env = append(env, proto.SessionEnv+"="+session)
 	}
 	if s.Egress {
-		env = append(env, proxyEnv(proto.ProxyURL(id))...)
+		env = append(env, s.proxyEnv(proto.ProxyURL(id))...)
 	}
 	return append(env, proto.ModelEnv(s.Models, id, session)...)
 }
@@ -148,11 +158,17 @@ func PathEnv(imageEnv []string) string {
 }
 
 // proxyEnv sets every proxy variable in both cases, as tools disagree on
-// which they read; loopback stays direct.
-func proxyEnv(url string) []string {
+// which they read. Loopback stays direct, unless the allowlist names
+// services on the host's loopback: NO_PROXY would send those to the
+// sandbox's own, so then loopback goes to the forwarder too, which
+// tells the host's targets from the sandbox's.
+func (s AgentSpec) proxyEnv(url string) []string {
 	var env []string
 	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
 		env = append(env, k+"="+url, strings.ToLower(k)+"="+url)
+	}
+	if len(s.HostLoopback) > 0 {
+		return env
 	}
 	return append(env, "NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1")
 }

@@ -16,7 +16,7 @@ const ClaudeCodeVersion = "2.1.328"
 // task runs.
 var agentBase = debianBase{Suite: "bookworm", Packages: []string{
 	"bash", "ca-certificates", "coreutils", "findutils", "git", "grep", "less", "patch",
-	"procps", "python3-minimal", "ripgrep", "sed",
+	"procps", "python3", "ripgrep", "sed", "curl",
 }}
 
 // claudeCode is Debian with the Claude Code CLI: npm's platform package
@@ -27,7 +27,7 @@ func init() { Register(claudeCode{}) }
 
 func (claudeCode) Name() string { return "claude-code" }
 func (claudeCode) Summary() string {
-	return "Debian " + agentBase.Suite + " (git, python3, ripgrep) with the Claude Code CLI " + ClaudeCodeVersion
+	return "Debian " + agentBase.Suite + " (git, python3, ripgrep, curl) with the Claude Code CLI " + ClaudeCodeVersion
 }
 func (claudeCode) Tag() string     { return "toolgate/claude-code:latest" }
 func (claudeCode) Version() string { return agentBase.key() + "+claude-code-" + ClaudeCodeVersion }
