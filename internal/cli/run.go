@@ -13,6 +13,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	var (
 		cwd, timeout string
 		env          envFlags
+		doorOnly     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run AGENT [flags] -- ARGV...",
@@ -24,14 +25,27 @@ claude without --settings, the gate and the tap are added as inline settings
 (--settings '<json>'): on claude's command line, not in a file the agent could
 edit. Give your own --settings (see toolgate hooks settings --merge) to opt out.
 Inside a toolgate sandbox the gate is also in Claude Code's managed settings, which
-the agent cannot switch off and which make Claude Code ignore every other hook.`,
+the agent cannot switch off and which make Claude Code ignore every other hook.
+
+With --door-only, claude's own actuators (Bash, Write, Edit, Read, …) are
+disallowed and its MCP client is connected to toolgate's MCP door alone
+(--mcp-config, --strict-mcp-config): the agent's gated tools (exec, read,
+write, patch and its plugin tools) are then the only way it acts, each
+decided and recorded as a call; the hook gate still guards what remains.`,
 		Example: `  toolgate run demo --timeout 30m -- claude -p "fix the tests"
+  toolgate run demo --door-only -- claude -p "fix the tests"
   toolgate run demo --secret-env GH_TOKEN=github_token -- sh -c 'gh pr list'`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			argv := args[1:]
 			if err := hooks.CheckLaunch(argv); err != nil {
 				return err
+			}
+			if doorOnly {
+				var err error
+				if argv, err = hooks.DoorOnly(argv, proto.ClientPath); err != nil {
+					return usageErr(cmd, err.Error())
+				}
 			}
 			argv, gated, err := hooks.WithGate(argv, hooks.GateCommand{Command: proto.ClientPath})
 			if err != nil {
@@ -63,5 +77,6 @@ the agent cannot switch off and which make Claude Code ignore every other hook.`
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (relative to the workspace)")
 	cmd.Flags().StringVar(&timeout, "timeout", "", "kill the process tree after this long (e.g. 30m)")
 	env.register(cmd)
+	cmd.Flags().BoolVar(&doorOnly, "door-only", false, "claude acts only through toolgate's tools (its own Bash, Write, Edit, Read … off; MCP door on)")
 	return cmd
 }

@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
 	"strings"
@@ -68,4 +69,50 @@ func WithGate(argv []string, gate GateCommand) (out []string, ok bool, err error
 	}
 	out = append(append(append([]string{}, argv[:at+1]...), "--settings", string(settings)), argv[at+1:]...)
 	return out, true, nil
+}
+
+// DoorOnlyDisallowed are Claude Code's own actuators, switched off in
+// door-only mode: each would act in the sandbox without toolgate's core
+// tools (Agent/Task and Workflow run subagents that have them too).
+var DoorOnlyDisallowed = []string{
+	"Bash", "BashOutput", "KillShell", "Write", "Edit", "MultiEdit", "NotebookEdit",
+	"Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch", "Agent", "Task", "Workflow", "Skill",
+}
+
+// DoorServer is the MCP server name door-only mode gives toolgate: its
+// tools reach Claude Code as mcp__toolgate__exec, mcp__toolgate__read …
+const DoorServer = "toolgate"
+
+// DoorOnly rewrites argv (which must start Claude Code) so that toolgate's
+// gated tools are the only way it acts: its own actuators disallowed, and
+// its MCP client connected to the gateway's MCP door alone, through
+// `client mcp` (stdio) over the agent socket. Flags take the --flag=value
+// form: claude's list flags are variadic and would otherwise swallow a
+// prompt that follows them.
+func DoorOnly(argv []string, client string) ([]string, error) {
+	at := ClaudeAt(argv)
+	if at < 0 {
+		return nil, fmt.Errorf("door-only mode starts Claude Code, and this command line does not (no claude in %q)", argv)
+	}
+	for _, a := range argv[at+1:] {
+		if a == "--" {
+			break
+		}
+		switch name, _, _ := strings.Cut(a, "="); name {
+		case "--mcp-config", "--dangerously-skip-permissions", "--allow-dangerously-skip-permissions":
+			return nil, fmt.Errorf("door-only mode sets Claude Code's MCP servers and permissions itself; drop %s", name)
+		}
+	}
+	cfg, err := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		DoorServer: map[string]any{"type": "stdio", "command": client, "args": []string{"mcp"}},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	flags := []string{
+		"--disallowedTools=" + strings.Join(DoorOnlyDisallowed, ","),
+		"--mcp-config=" + string(cfg),
+		"--strict-mcp-config",
+	}
+	return append(append(append([]string{}, argv[:at+1]...), flags...), argv[at+1:]...), nil
 }

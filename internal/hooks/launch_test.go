@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -46,6 +47,59 @@ func TestWithGate(t *testing.T) {
 	} {
 		if out, ok, err := WithGate(argv, gate); err != nil || ok || len(out) != len(argv) {
 			t.Errorf("WithGate(%q) = %q %v %v, want it unchanged", argv, out, ok, err)
+		}
+	}
+}
+
+func TestDoorOnly(t *testing.T) {
+	out, err := DoorOnly([]string{"env", "X=1", "claude", "make the tests pass", "-p"}, "/tools/toolgate-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 8 || out[2] != "claude" || out[6] != "make the tests pass" || out[7] != "-p" {
+		t.Fatalf("argv %q", out)
+	}
+	// = forms: claude's list flags are variadic and would take the prompt.
+	dis, ok := strings.CutPrefix(out[3], "--disallowedTools=")
+	if !ok {
+		t.Fatalf("disallowed %q", out[3])
+	}
+	for _, tool := range []string{"Bash", "Write", "Edit", "MultiEdit", "NotebookEdit", "Read", "Agent"} {
+		if !slices.Contains(strings.Split(dis, ","), tool) {
+			t.Errorf("%s is not disallowed: %s", tool, dis)
+		}
+	}
+	cfg, ok := strings.CutPrefix(out[4], "--mcp-config=")
+	var mc struct {
+		MCPServers map[string]struct {
+			Type, Command string
+			Args          []string
+		} `json:"mcpServers"`
+	}
+	if !ok || json.Unmarshal([]byte(cfg), &mc) != nil || len(mc.MCPServers) != 1 {
+		t.Fatalf("mcp config %q", out[4])
+	}
+	if s := mc.MCPServers[DoorServer]; s.Type != "stdio" || s.Command != "/tools/toolgate-client" || !slices.Equal(s.Args, []string{"mcp"}) {
+		t.Errorf("door server %+v", s)
+	}
+	if out[5] != "--strict-mcp-config" {
+		t.Errorf("not strict: %q", out)
+	}
+	// The gate still goes in after it.
+	gated, ok, err := WithGate(out, GateCommand{Command: "/tools/toolgate-client"})
+	if err != nil || !ok || gated[3] != "--settings" {
+		t.Errorf("gate after door-only: %v %v %q", ok, err, gated)
+	}
+
+	for _, bad := range [][]string{
+		{"sh", "-c", "claude -p x"},
+		{"python3", "agent.py"},
+		{"claude", "--mcp-config", "other.json", "-p", "x"},
+		{"claude", "--mcp-config=other.json"},
+		{"claude", "--dangerously-skip-permissions", "-p", "x"},
+	} {
+		if _, err := DoorOnly(bad, "/tools/toolgate-client"); err == nil {
+			t.Errorf("%q: no error", bad)
 		}
 	}
 }
