@@ -197,7 +197,11 @@ func (s *Store) Lookup(secret string) (*Token, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.used[found.ID] = now
-	if now.Sub(s.flushed) >= usedFlushEvery {
+	// The file is at most usedFlushEvery behind for any token: a token whose
+	// recorded use is older (or missing) is written now, the rest at most
+	// once a period.
+	stale := found.LastUsed == nil || now.Sub(*found.LastUsed) >= usedFlushEvery
+	if stale || now.Sub(s.flushed) >= usedFlushEvery {
 		s.flushUsedLocked(now)
 	}
 	return found, nil

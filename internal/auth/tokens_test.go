@@ -212,3 +212,37 @@ func TestRequire(t *testing.T) {
 		}
 	}
 }
+
+// TestLastUsedRecordedAtOnce: a token's first use shows in another
+// process's list right away, not only after a later use a minute on.
+func TestLastUsedRecordedAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), StoreFile)
+	daemon, err := OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := OpenStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two tokens used moments apart: the second's use must not wait for a
+	// later request a minute on to reach the file.
+	for _, agent := range []string{"a", "b"} {
+		secret, _, err := cli.Create(ScopeMCP, agent, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := daemon.Lookup(secret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := cli.List()
+	if err != nil || len(list) != 2 {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	for _, tok := range list {
+		if tok.LastUsed == nil || time.Since(*tok.LastUsed) > time.Minute {
+			t.Errorf("token %s (agent %s): last used %v", tok.ID, tok.Agent, tok.LastUsed)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ A running daemon sees changes at its next request.`}
 
 	var agent, scope string
 	var ttl time.Duration
+	var asJSON bool
 	create := &cobra.Command{
 		Use:     "create --scope SCOPE [--agent NAME] [--ttl 24h]",
 		Short:   "Create a token and print its secret (shown only this once)",
@@ -35,6 +37,16 @@ A running daemon sees changes at its next request.`}
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				out := struct {
+					ID      string     `json:"id"`
+					Secret  string     `json:"secret"`
+					Scope   auth.Scope `json:"scope"`
+					Agent   string     `json:"agent,omitempty"`
+					Expires *time.Time `json:"expires,omitempty"`
+				}{tok.ID, secret, tok.Scope, tok.Agent, tok.Expires}
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(out)
+			}
 			fmt.Fprintf(os.Stderr, "token %s (scope %s%s) created; the secret is not stored and will not be shown again:\n", tok.ID, tok.Scope, agentNote(tok.Agent))
 			fmt.Println(secret)
 			return nil
@@ -43,6 +55,7 @@ A running daemon sees changes at its next request.`}
 	create.Flags().StringVar(&scope, "scope", "", "admin, mcp or skills (required)")
 	create.Flags().StringVar(&agent, "agent", "", "the agent an mcp token acts for (required for mcp; optional for skills)")
 	create.Flags().DurationVar(&ttl, "ttl", 0, "lifetime, e.g. 24h (default: until revoked)")
+	create.Flags().BoolVar(&asJSON, "json", false, "print id, secret, scope, agent and expiry as one JSON object on stdout (for scripts)")
 	_ = create.MarkFlagRequired("scope")
 
 	list := &cobra.Command{
