@@ -76,7 +76,9 @@ func (c *Client) Call(ctx context.Context, agent, tool string, args any, stdout,
 		return wire.ReadFrames(resp.Body, stdout, stderr)
 	}
 	var res gateway.Result
-	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+	dec := json.NewDecoder(resp.Body)
+	dec.UseNumber() // a byte count or exit code prints as the integer it is, not 1.048576e+06
+	if err := dec.Decode(&res); err != nil {
 		return nil, fmt.Errorf("bad response from daemon: %w", err)
 	}
 	return &res, nil

@@ -2,10 +2,14 @@ package adminapi
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
@@ -35,6 +39,42 @@ func TestCallEscapesNames(t *testing.T) {
 		}
 		if gotAgent != tc.agent || gotTool != tc.tool {
 			t.Errorf("sent %q/%q, server saw %q/%q", tc.agent, tc.tool, gotAgent, gotTool)
+		}
+	}
+}
+
+// TestCallKeepsIntegers: a byte count in a result prints as the integer it
+// is (it printed 1.048576e+06 when decoded as a float), streamed or not.
+func TestCallKeepsIntegers(t *testing.T) {
+	const big = 1<<53 + 1 // not exact as a float64 either
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
+		res := &gateway.Result{Output: map[string]any{"bytes": 1 << 20, "big": big}}
+		if r.Header.Get("Accept") == wire.MediaNDJSON {
+			w.Header().Set("Content-Type", wire.MediaNDJSON)
+			_ = json.NewEncoder(w).Encode(wire.Frame{Result: res})
+			return
+		}
+		wire.WriteJSON(w, res)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := &Client{http: srv.Client(), base: srv.URL, token: "t"}
+	for _, stream := range []bool{false, true} {
+		var out io.Writer
+		if stream {
+			out = io.Discard
+		}
+		res, err := c.Call(context.Background(), "demo", "write", map[string]any{}, out, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := res.Output.(map[string]any)
+		if got := fmt.Sprint(m["bytes"]); got != "1048576" {
+			t.Errorf("stream=%v: bytes printed as %q, want 1048576", stream, got)
+		}
+		if got := fmt.Sprint(m["big"]); got != "9007199254740993" {
+			t.Errorf("stream=%v: big printed as %q, want 9007199254740993", stream, got)
 		}
 	}
 }

@@ -2,10 +2,14 @@ package cli
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/internal/wire"
 )
 
 func newReadCmd(g *globals) *cobra.Command {
@@ -28,7 +32,7 @@ func newReadCmd(g *globals) *cobra.Command {
 			}
 			res, err := callTool(cmd, g, args[0], "read", call, false)
 			if err != nil {
-				return err
+				return cliHint(err)
 			}
 			content, _ := output(res, "content").(string)
 			if raw {
@@ -50,4 +54,20 @@ func newReadCmd(g *globals) *cobra.Command {
 	cmd.Flags().IntVar(&limit, "limit", 0, "number of lines to print")
 	cmd.Flags().BoolVar(&raw, "binary", false, "read bytes as they are (binary files)")
 	return cmd
+}
+
+// apiBinaryHint is coretools.BinaryHint (a test keeps them equal; the CLI
+// does not link the tools): the API's field, which a person at the CLI
+// spells --binary.
+const apiBinaryHint = `read it with "encoding":"base64"`
+
+// cliHint names the CLI's flag where the daemon's error names the API's field.
+func cliHint(err error) error {
+	var e *wire.Error
+	if errors.As(err, &e) && strings.Contains(e.Message, apiBinaryHint) {
+		c := *e
+		c.Message = strings.Replace(c.Message, apiBinaryHint, "read it with --binary", 1)
+		return &c
+	}
+	return err
 }

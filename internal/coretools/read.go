@@ -114,10 +114,10 @@ func (t *Read) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 		data = cutToWholeLines(data)
 	}
 	if i := bytes.IndexByte(data, 0); i >= 0 {
-		return nil, fmt.Errorf("read %s: binary file (NUL byte at offset %d); read it with \"encoding\":\"base64\"", call.Path, i)
+		return nil, fmt.Errorf("read %s: binary file (NUL byte at offset %d); %s", call.Path, i, BinaryHint)
 	}
 	if !utf8.Valid(data) {
-		return nil, fmt.Errorf("read %s: binary file (not valid UTF-8); read it with \"encoding\":\"base64\"", call.Path)
+		return nil, fmt.Errorf("read %s: binary file (not valid UTF-8); %s", call.Path, BinaryHint)
 	}
 	offset, limit := 1, -1
 	if a.Offset != nil {
@@ -136,6 +136,10 @@ func (t *Read) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 	out.Content, out.Lines = content, &win
 	return &gateway.Result{Output: out}, nil
 }
+
+// BinaryHint ends the error of a text read of a binary file; the CLI
+// replaces it with its own flag's name.
+const BinaryHint = `read it with "encoding":"base64"`
 
 // cutToWholeLines drops a trailing partial line from a capped read, or, when
 // the cap holds no complete line, a trailing partial UTF-8 sequence.

@@ -4,6 +4,7 @@ package wire
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -163,8 +164,13 @@ func ReadFrames(r io.Reader, stdout, stderr io.Writer) (*gateway.Result, error) 
 	sc.Buffer(make([]byte, 64*1024), 64<<20)
 	for sc.Scan() {
 		var fr Frame
-		if err := json.Unmarshal(sc.Bytes(), &fr); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		dec.UseNumber() // integers in the result stay exact (see adminapi.Client.Call)
+		if err := dec.Decode(&fr); err != nil {
 			return nil, fmt.Errorf("bad frame from gateway: %w", err)
+		}
+		if dec.More() {
+			return nil, errors.New("bad frame from gateway: trailing data")
 		}
 		switch {
 		case fr.Stdout != nil:
