@@ -161,7 +161,7 @@ func (x *extractor) subst(stmts []*syntax.Stmt, depth int, via []string) {
 // words searches words for command and process substitutions.
 func (x *extractor) words(depth int, via []string, ws ...*syntax.Word) {
 	for _, w := range ws {
-		if w == nil {
+		if w == nil || plain(w) {
 			continue
 		}
 		syntax.Walk(w, func(n syntax.Node) bool {
@@ -179,7 +179,10 @@ func (x *extractor) words(depth int, via []string, ws ...*syntax.Word) {
 }
 
 func (x *extractor) call(c *syntax.CallExpr, own []*syntax.Redirect, redirs []Redirect, depth int, via []string) {
-	env := map[string]string{}
+	var env map[string]string
+	if len(c.Assigns) > 0 {
+		env = make(map[string]string, len(c.Assigns))
+	}
 	for _, a := range c.Assigns {
 		if a.Name == nil {
 			continue
@@ -527,6 +530,19 @@ var literalConfig = &expand.Config{Env: expand.FuncEnviron(func(name string) str
 	}
 	return ""
 })}
+
+// plain reports whether a word is literals and single quotes only: no
+// substitution can hide in it.
+func plain(w *syntax.Word) bool {
+	for _, p := range w.Parts {
+		switch p.(type) {
+		case *syntax.Lit, *syntax.SglQuoted:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // static reports whether word parts are literals and quotes only.
 func static(parts []syntax.WordPart) bool {
