@@ -94,7 +94,15 @@ agents:
     #   providers: [anthropic]
     #   allow: ["claude-sonnet-*"]  # model names or patterns; empty: any
     #   budget: {requestsPerMinute: 30, tokensPerDay: 5000000, costPerDay: 20}
+    # rates: [{tool: exec, perMinute: 120, concurrent: 4}, {kind: egress, bytesPerDay: 2g}]
+    # askTimeout: 2m            # how long a call an ask: rule matched waits for a person
     rules:
+      # A rule is deny:, allow: or ask: (hold the call until someone runs
+      # toolgate approvals approve|deny ID); mode: shadow records what it would
+      # do without doing it. For example:
+      # - name: ask-before-push
+      #   ask: 'commands.exists(c, c.name == "git" && "push" in c.args)'
+      #   reason: pushes are reviewed
       # commands: every command the call would run, read by a shell parser
       # (through sh -c, pipes, &&, $(…), sudo/env/xargs …): name, args, flags,
       # env, redirects, dynamic. See docs/policy.md. Each rule's examples are
