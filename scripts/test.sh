@@ -13,5 +13,7 @@ ensure_claude_cli
 export TOOLGATE_REQUIRE_DOCKER=1 TOOLGATE_REQUIRE_CLAUDE=1
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt needed: $unformatted" >&2; exit 1; fi
+# go.mod lists what the code imports, direct dependencies as direct.
+go mod tidy -diff
 go vet ./...
 go test -count=1 -timeout 30m "$@" ./...

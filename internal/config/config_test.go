@@ -188,7 +188,7 @@ agents:
 func TestDefaultsMerge(t *testing.T) {
 	src := `plugins:
   git: {kind: command, command: /usr/bin/git}
-  echo: {kind: builtin}
+  echo: {kind: builtin, builtin: toolgate-echo}
 defaults:
   image: custom:1
   tools: [echo]

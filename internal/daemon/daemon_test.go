@@ -546,7 +546,7 @@ func TestPluginsThroughAdminAPI(t *testing.T) {
 	cfg := fmt.Sprintf(`gateway:
   clientBinary: %s
 plugins:
-  echo: {kind: builtin}
+  echo: {kind: builtin, builtin: toolgate-echo}
   git: {kind: command, command: /usr/bin/git, cwd: workspace}
   gh: {kind: command, command: /bin/true}
 agents:

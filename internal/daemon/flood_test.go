@@ -99,7 +99,7 @@ func (e *env) startListening() string {
 	addr := ln.Addr().String()
 	ln.Close()
 	_, clientBin := testenv.Binaries(e.t)
-	cfg := fmt.Sprintf("gateway:\n  clientBinary: %s\n  listen: %s\nplugins:\n  echo: {kind: builtin}\nagents:\n", clientBin, addr)
+	cfg := fmt.Sprintf("gateway:\n  clientBinary: %s\n  listen: %s\nplugins:\n  echo: {kind: builtin, builtin: toolgate-echo}\nagents:\n", clientBin, addr)
 	for _, a := range e.agents {
 		cfg += fmt.Sprintf("  %s:\n    tools: [echo]\n", a)
 	}

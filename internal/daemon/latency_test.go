@@ -27,7 +27,7 @@ func TestLauncherLatency(t *testing.T) {
 	e := newEnv(t, "lat")
 	a := e.agents[0]
 	_, clientBin := testenv.Binaries(t)
-	cfg := fmt.Sprintf("gateway:\n  clientBinary: %s\nplugins:\n  echo: {kind: builtin}\nagents:\n  %s:\n    tools: [echo]\n", clientBin, a)
+	cfg := fmt.Sprintf("gateway:\n  clientBinary: %s\nplugins:\n  echo: {kind: builtin, builtin: toolgate-echo}\nagents:\n  %s:\n    tools: [echo]\n", clientBin, a)
 	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

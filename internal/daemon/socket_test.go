@@ -31,7 +31,7 @@ func TestPluginFromInsideTheSandbox(t *testing.T) {
 	cfg := fmt.Sprintf(`gateway:
   clientBinary: %s
 plugins:
-  echo: {kind: builtin}
+  echo: {kind: builtin, builtin: toolgate-echo}
   sum:
     kind: command
     command: /bin/sh

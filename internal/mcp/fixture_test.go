@@ -29,7 +29,7 @@ import (
 // agent b has only the core tools.
 const testConfig = `
 plugins:
-  echo: {kind: builtin}
+  echo: {kind: builtin, builtin: toolgate-echo}
 agents:
   a:
     tools: [echo]

@@ -35,7 +35,7 @@ func benchRun(b *testing.B, p config.Plugin, args string) {
 }
 
 func BenchmarkBuiltinEcho(b *testing.B) {
-	benchRun(b, config.Plugin{Kind: "builtin", Builtin: "echo"}, `{"argv":["hello","world"],"cwd":"/workspace"}`)
+	benchRun(b, config.Plugin{Kind: "builtin", Builtin: "toolgate-echo"}, `{"argv":["hello","world"],"cwd":"/workspace"}`)
 }
 
 func BenchmarkCommandTrue(b *testing.B) {

@@ -14,8 +14,8 @@ import (
 // Kind builtin runs a Go Handler registered under a name:
 //
 //	plugins:
-//	  echo: {kind: builtin}                  # handler "echo"
-//	  say:  {kind: builtin, builtin: echo}   # same handler, another tool name
+//	  toolgate-echo: {kind: builtin}                        # handler "toolgate-echo"
+//	  say:           {kind: builtin, builtin: toolgate-echo} # same handler, another tool name
 func init() { Register("builtin", newBuiltin) }
 
 var (

@@ -7,7 +7,9 @@ import (
 	"strings"
 )
 
-func init() { RegisterBuiltin("echo", Echo) }
+// Named so its launcher shadows no command of an image: a tool called echo
+// would hide the shell's echo behind /tools/bin on PATH.
+func init() { RegisterBuiltin("toolgate-echo", Echo) }
 
 // Echo writes its argv joined by spaces and a newline to stdout, then, if
 // one of its arguments is "-", copies stdin. It always exits 0; tests and

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"github.com/toolgate/toolgate/internal/capped"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -211,7 +212,7 @@ func TestArgvIsLiteral(t *testing.T) {
 func TestStdinStreams(t *testing.T) {
 	h := newHarness(t, map[string]config.Plugin{
 		"cat":  {Kind: "command", Command: "/bin/cat"},
-		"echo": {Kind: "builtin"},
+		"echo": {Kind: "builtin", Builtin: "toolgate-echo"},
 	}, nil)
 	o := h.call(context.Background(), "demo", "cat", argv(), "from stdin\n")
 	if exitOf(t, o) != 0 || o.stdout != "from stdin\n" {
@@ -456,14 +457,14 @@ func TestBuildErrors(t *testing.T) {
 	}{
 		{"x", config.Plugin{Kind: "nope"}, `plugins.x: unknown kind "nope" (known: [builtin command])`},
 		{"x", config.Plugin{Kind: "builtin"}, `plugins.x: builtin: no handler "x"`},
-		{"x", config.Plugin{Kind: "builtin", Builtin: "echo", Command: "/bin/true"}, "do not apply to kind builtin"},
+		{"x", config.Plugin{Kind: "builtin", Builtin: "toolgate-echo", Command: "/bin/true"}, "do not apply to kind builtin"},
 		{"x", config.Plugin{Kind: "command", Command: "git"}, "not an absolute host path"},
 		{"x", config.Plugin{Kind: "command", Command: "/bin/true", Args: []string{"{{secret:tok}}"}}, "secrets go in env"},
 		{"x", config.Plugin{Kind: "command", Command: "/bin/true", Env: map[string]string{"A": "{{secret:nope}}"}}, `env.A: secret "nope" is not defined`},
 		{"x", config.Plugin{Kind: "command", Command: "/bin/true", Env: map[string]string{"A": "{{secret:tok"}}, "unterminated"},
 		{"x", config.Plugin{Kind: "command", Command: "/bin/true", Timeout: -1}, "timeout"},
 		{"x", config.Plugin{Kind: "command", Command: "/bin/true", MaxOutput: -1}, "maxOutput"},
-		{"read", config.Plugin{Kind: "builtin", Builtin: "echo"}, "core tool"},
+		{"read", config.Plugin{Kind: "builtin", Builtin: "toolgate-echo"}, "core tool"},
 	} {
 		_, err := Build(&config.Config{Plugins: map[string]config.Plugin{tc.name: tc.p}}, Env{Secrets: store})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -519,4 +520,17 @@ func FuzzDecodeArgs(f *testing.F) {
 			t.Fatalf("cwd %q maps to relative %q", a.Cwd, rel)
 		}
 	})
+}
+
+// A builtin's name is the tool name a config gets by default, and so the
+// launcher in /tools/bin, first on the sandbox's PATH: it must not hide a
+// command every image has (echo did).
+func TestBuiltinNamesShadowNoCommand(t *testing.T) {
+	builtinMu.RLock()
+	defer builtinMu.RUnlock()
+	for name := range builtins {
+		if p, err := exec.LookPath(name); err == nil {
+			t.Errorf("builtin %q shadows %s", name, p)
+		}
+	}
 }

@@ -43,7 +43,7 @@ func (a Allowlist) Decide(call *gateway.Call) gateway.Decision {
 func New(t testing.TB, allow Allowlist, extra ...gateway.Tool) *Env {
 	t.Helper()
 	dir := t.TempDir()
-	tools, err := plugin.Build(&config.Config{Plugins: map[string]config.Plugin{"echo": {Kind: "builtin"}}}, plugin.Env{})
+	tools, err := plugin.Build(&config.Config{Plugins: map[string]config.Plugin{"echo": {Kind: "builtin", Builtin: "toolgate-echo"}}}, plugin.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func Config(t testing.TB, desc string) string {
 	}
 	return fmt.Sprintf(`
 plugins:
-  echo: {kind: builtin}
+  echo: {kind: builtin, builtin: toolgate-echo}
   up:
     kind: mcp
     command: %s
