@@ -40,7 +40,7 @@ write_config() { # $1 = the agents' pids limit (a change recreates their sandbox
 gateway:
   listen: 127.0.0.1:$port
 plugins:
-  echo: {kind: builtin}
+  echo: {kind: builtin, builtin: toolgate-echo}
 defaults:
   limits: {pids: $1, execTimeout: 60s}
 agents:
