@@ -87,10 +87,11 @@ conn_life body "POST /v1/agents/demo/tools/echo/call HTTP/1.1\r\nHost: x\r\nAuth
 conn_life idle 'GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n'
 
 # --- 2,000 idle connections on the TCP listener; calls on the agent socket.
-agent_calls() { # N OUT: N plugin calls on the agent socket (one curl), latency (ms) per line
+agent_calls() { # N OUT: N plugin calls on the agent socket, each on a new connection as a
+  # launcher makes it (one curl), latency (ms) per line
   local urls=()
-  for _ in $(seq 1 "$1"); do urls+=(http://toolgate/v1/tools/echo/call); done
-  curl -s -o /dev/null --max-time 5 --unix-socket "$sock" -H 'Content-Type: application/json' \
+  for _ in $(seq 1 "$1"); do urls+=(-o /dev/null http://toolgate/v1/tools/echo/call); done
+  curl -s --max-time 5 --unix-socket "$sock" -H 'Content-Type: application/json' -H 'Connection: close' \
     -d '{"argv":["hi"]}' -w '%{http_code} %{time_total}\n' "${urls[@]}" |
     awk '{ if ($1 == 200) printf "%.2f\n", $2*1000; else print "fail " $1 }' >"$2" || true
 }
