@@ -1,0 +1,261 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// scriptedAnthropic is a fake Anthropic Messages API that drives a real
+// agent: a prompt holding "RUN:<command>" gets one Bash tool call running
+// the command; the answer to a tool result repeats it ("RESULT[error]:
+// …"); anything else gets plain text. Every request is kept, headers too.
+type scriptedAnthropic struct {
+	*httptest.Server
+	mu   sync.Mutex
+	reqs []*http.Request
+}
+
+func newScriptedAnthropic(t *testing.T) *scriptedAnthropic {
+	f := &scriptedAnthropic{}
+	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *scriptedAnthropic) keys() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, r := range f.reqs {
+		out = append(out, r.Header.Get("X-Api-Key")+r.Header.Get("Authorization"))
+	}
+	return out
+}
+
+type block struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+	ToolUseID string          `json:"tool_use_id"`
+}
+
+func blocks(raw json.RawMessage) []block {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []block{{Type: "text", Text: s}}
+	}
+	var bs []block
+	_ = json.Unmarshal(raw, &bs)
+	return bs
+}
+
+func (f *scriptedAnthropic) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.reqs = append(f.reqs, r)
+	f.mu.Unlock()
+	if !strings.HasSuffix(r.URL.Path, "/v1/messages") {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"input_tokens":12}`)
+		return
+	}
+	var req struct {
+		Model    string `json:"model"`
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	_ = json.Unmarshal(body, &req)
+	text, command := "FAKE-OK", ""
+	if n := len(req.Messages); n > 0 {
+		for _, b := range blocks(req.Messages[n-1].Content) {
+			if b.Type == "tool_result" {
+				var parts []string
+				for _, c := range blocks(b.Content) {
+					parts = append(parts, c.Text)
+				}
+				tag := "RESULT"
+				if b.IsError {
+					tag = "RESULT[error]"
+				}
+				text = tag + ": " + strings.Join(parts, " ")
+			}
+		}
+		if text == "FAKE-OK" {
+			for _, m := range req.Messages {
+				for _, b := range blocks(m.Content) {
+					if _, cmd, ok := strings.Cut(b.Text, "RUN:"); ok && m.Role == "user" {
+						command = strings.TrimSpace(cmd)
+					}
+				}
+			}
+		}
+	}
+	sse := func(event string, data any) {
+		b, _ := json.Marshal(data)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	sse("message_start", map[string]any{"type": "message_start", "message": map[string]any{"id": "msg_fake", "type": "message", "role": "assistant",
+		"model": req.Model, "content": []any{}, "stop_reason": nil, "usage": map[string]any{"input_tokens": 50, "output_tokens": 1}}})
+	stop := "end_turn"
+	if command != "" {
+		input, _ := json.Marshal(map[string]string{"command": command, "description": "run the scripted command"})
+		sse("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+			"content_block": map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_fake%d", len(f.reqs)), "name": "Bash", "input": map[string]any{}}})
+		sse("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(input)}})
+		stop = "tool_use"
+	} else {
+		sse("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
+		sse("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": text}})
+	}
+	sse("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	sse("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop}, "usage": map[string]any{"output_tokens": 20}})
+	sse("message_stop", map[string]any{"type": "message_stop"})
+}
+
+const claudeHostKey = "sk-ant-host-only-claude-e2e-5f0c2a"
+
+// TestClaudeCodeInSandbox runs the real Claude Code CLI inside the
+// claude-code image, started by `toolgate run`, its model calls going
+// through the model door to a fake Anthropic API on the host: its Bash
+// calls are decided by policy through the hook gate (one allowed and run,
+// one denied and not run), the fake sees the host's key while the sandbox
+// holds only a placeholder, and the audit links the model calls, the hook
+// decisions and the run's exec.
+func TestClaudeCodeInSandbox(t *testing.T) {
+	image := testenv.AgentImage(t, "claude-code")
+	fake := newScriptedAnthropic(t)
+	e := newEnv(t, "claude")
+	a := e.agents[0]
+	if err := os.WriteFile(filepath.Join(e.home, "secrets.yaml"),
+		[]byte(fmt.Sprintf("secrets:\n  anthropic_key: {value: %q, agents: [%q], tools: [anthropic]}\n", claudeHostKey, a)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, clientBin := testenv.Binaries(t)
+	cfg := fmt.Sprintf(`gateway:
+  clientBinary: %s
+  models:
+    anthropic: {api: anthropic, url: %q, secret: anthropic_key, private: allow}
+agents:
+  %s:
+    image: %s
+    model: {providers: [anthropic]}
+    limits: {execTimeout: 3m, memory: 1g}
+    rules:
+      - name: no-forbidden
+        deny: 'tool == "Bash" && command.contains("forbidden")'
+        reason: the word forbidden is not for Bash
+`, clientBin, fake.URL, a, image)
+	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	toolgate, _ := testenv.Binaries(t)
+	claude := func(prompt string, extra ...string) (string, int) {
+		args := append([]string{"run", a, "-e", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}, extra...)
+		args = append(args, "--", "claude", "-p", "--model", "claude-sonnet-4-5", prompt)
+		cmd := exec.Command(toolgate, args...)
+		cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return string(out), ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+
+	o, code := claude("RUN:echo allowed-$((6*7)) > /workspace/out.txt && cat /workspace/out.txt")
+	if code != 0 || !strings.Contains(o, "RESULT: allowed-42") {
+		t.Fatalf("allowed Bash call: exit %d\n%s", code, o)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.home, "agents", a, "workspace", "out.txt")); err != nil || string(b) != "allowed-42\n" {
+		t.Fatalf("the allowed command's file: %q %v", b, err)
+	}
+	o, code = claude("RUN:echo forbidden > /workspace/no.txt")
+	if !strings.Contains(o, "RESULT[error]") || !strings.Contains(o, "the word forbidden is not for Bash") {
+		t.Fatalf("denied Bash call: exit %d\n%s", code, o)
+	}
+	if _, err := os.Stat(filepath.Join(e.home, "agents", a, "workspace", "no.txt")); err == nil {
+		t.Fatal("the denied command ran")
+	}
+
+	// The key: the fake saw the host's, the sandbox has none.
+	keys := fake.keys()
+	if len(keys) < 4 {
+		t.Fatalf("the fake saw %d requests", len(keys))
+	}
+	for _, k := range keys {
+		if k != claudeHostKey {
+			t.Fatalf("the fake was sent key %q, not the host's", k)
+		}
+	}
+	res, err := e.call(a, "exec", map[string]any{"command": "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c ANTHROPIC_API_KEY=toolgate-placeholder; grep -rl " + claudeHostKey + " / 2>/dev/null | head -3; true"})
+	if err != nil || strings.Contains(fmt.Sprint(out(res, "stdout")), "/") {
+		t.Fatalf("the host key inside the sandbox: %v %+v", err, res)
+	}
+	logs, _ := filepath.Glob(filepath.Join(e.home, "logs", "*"))
+	for _, p := range logs {
+		if b, _ := os.ReadFile(p); strings.Contains(string(b), claudeHostKey) {
+			t.Fatalf("the host key is in %s", p)
+		}
+	}
+
+	// The audit: each run is an exec; its model calls and hook decisions link to it.
+	runs := e.entries(audit.Filter{Agent: a, Tool: "exec"})
+	var runIDs []string
+	for _, r := range runs {
+		if r.Phase != gateway.PhaseResult && strings.Contains(string(r.Args), "claude") {
+			runIDs = append(runIDs, r.ID)
+		}
+	}
+	if len(runIDs) != 2 {
+		t.Fatalf("want 2 claude runs, got %d", len(runIDs))
+	}
+	models := e.entries(audit.Filter{Agent: a, Type: string(gateway.KindModel)})
+	hookEntries := e.entries(audit.Filter{Agent: a, Type: string(gateway.KindHook)})
+	linked := func(es []*gateway.Entry, id string) (n int) {
+		for _, en := range es {
+			if en.Parent == id {
+				n++
+			}
+		}
+		return n
+	}
+	for _, id := range runIDs {
+		if linked(models, id) == 0 {
+			t.Errorf("no model call links to run %s: %+v", id, models)
+		}
+	}
+	var allowed, denied bool
+	for _, h := range hookEntries {
+		if h.Tool == "Bash" && h.Phase != gateway.PhaseResult {
+			allowed = allowed || h.Decision == "allow"
+			denied = denied || (h.Decision == "deny" && h.Rule == "no-forbidden")
+		}
+	}
+	if !allowed || !denied {
+		t.Errorf("hook gate entries for Bash: allowed %v, denied %v: %+v", allowed, denied, hookEntries)
+	}
+}
