@@ -24,7 +24,7 @@ type command struct {
 
 var commands = map[string]command{
 	"init": {"PID 1 of the sandbox: reap zombies, forward SIGTERM", cmdInit},
-	"run":  {"run --timeout D --call ID -- ARGV: run ARGV in its own process group", cmdRun},
+	"run":  {"run --timeout D --call ID [--cwd DIR] [--env K=V]... -- ARGV: run ARGV in its own process group", cmdRun},
 	"kill": {"kill --call ID: SIGKILL the process group of a running call", cmdKill},
 	"call": {"call NAME [ARGS]: call plugin tool NAME through the agent socket", cmdCall},
 	"hook": {"hook pre-tool-use|post-tool-use: Claude Code gate and tap (stdin: hook input)", cmdHook},

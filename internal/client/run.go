@@ -33,6 +33,11 @@ func cmdRun(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	timeout := fs.Duration("timeout", 0, "kill the process group after this long (0: never)")
 	callID := fs.String("call", "", "call id, names the process group for kill")
+	// A backend whose exec API sets neither (Kubernetes' pods/exec) passes
+	// the call's directory and environment here.
+	cwd := fs.String("cwd", "", "run in this directory")
+	var env envFlag
+	fs.Var(&env, "env", "KEY=VALUE added to the environment (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -49,10 +54,27 @@ func cmdRun(args []string, stderr io.Writer) int {
 	// Signals aimed at this wrapper (exec kill, docker stop) go to the group.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	return runCall(&callSpec{
-		argv: argv, stdio: [3]*os.File{os.Stdin, os.Stdout, os.Stderr},
+	c := &callSpec{
+		argv: argv, dir: *cwd, stdio: [3]*os.File{os.Stdin, os.Stdout, os.Stderr},
 		timeout: *timeout, callID: *callID, signals: sigs,
-	}, stderr)
+	}
+	if len(env) > 0 {
+		c.env = append(os.Environ(), env...)
+	}
+	return runCall(c, stderr)
+}
+
+// envFlag collects repeated --env KEY=VALUE.
+type envFlag []string
+
+func (e *envFlag) String() string { return strings.Join(*e, " ") }
+
+func (e *envFlag) Set(kv string) error {
+	if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+		return fmt.Errorf("want KEY=VALUE, got %q", kv)
+	}
+	*e = append(*e, kv)
+	return nil
 }
 
 // callSpec is one call for runCall: `run` and the executor share it.

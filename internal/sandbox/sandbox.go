@@ -202,8 +202,22 @@ type Status struct {
 // process group, enforces the timeout on the whole group and records the
 // group under callID so KillArgv can end it.
 func RunArgv(callID string, timeout time.Duration, argv []string) []string {
-	out := make([]string, 0, len(argv)+7)
-	out = append(out, proto.ClientPath, "run", "--timeout", timeout.String(), "--call", callID, "--")
+	return RunArgvIn(callID, timeout, "", nil, argv)
+}
+
+// RunArgvIn is RunArgv for an exec API that sets neither the directory nor
+// the environment (Kubernetes' pods/exec): the client sets cwd ("" keeps
+// the sandbox's) and adds env.
+func RunArgvIn(callID string, timeout time.Duration, cwd string, env, argv []string) []string {
+	out := make([]string, 0, len(argv)+9+2*len(env))
+	out = append(out, proto.ClientPath, "run", "--timeout", timeout.String(), "--call", callID)
+	if cwd != "" {
+		out = append(out, "--cwd", cwd)
+	}
+	for _, kv := range env {
+		out = append(out, "--env", kv)
+	}
+	out = append(out, "--")
 	return append(out, argv...)
 }
 
