@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,12 +23,13 @@ import (
 
 // scriptedAnthropic is a fake Anthropic Messages API that drives a real
 // agent: a prompt holding "RUN:<command>" gets one Bash tool call running
-// the command; the answer to a tool result repeats it ("RESULT[error]:
+// the command, "MCP:<command>" one call of the MCP door's exec; the answer to a tool result repeats it ("RESULT[error]:
 // …"); anything else gets plain text. Every request is kept, headers too.
 type scriptedAnthropic struct {
 	*httptest.Server
-	mu   sync.Mutex
-	reqs []*http.Request
+	mu    sync.Mutex
+	reqs  []*http.Request
+	tools [][]string // the tool names each request offered
 }
 
 func newScriptedAnthropic(t *testing.T) *scriptedAnthropic {
@@ -76,14 +78,24 @@ func (f *scriptedAnthropic) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		Model    string `json:"model"`
+		Model string `json:"model"`
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
 		Messages []struct {
 			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
 	}
 	_ = json.Unmarshal(body, &req)
-	text, command := "FAKE-OK", ""
+	var names []string
+	for _, tool := range req.Tools {
+		names = append(names, tool.Name)
+	}
+	f.mu.Lock()
+	f.tools = append(f.tools, names)
+	f.mu.Unlock()
+	text, command, toolName := "FAKE-OK", "", "Bash"
 	if n := len(req.Messages); n > 0 {
 		for _, b := range blocks(req.Messages[n-1].Content) {
 			if b.Type == "tool_result" {
@@ -104,6 +116,9 @@ func (f *scriptedAnthropic) serve(w http.ResponseWriter, r *http.Request) {
 					if _, cmd, ok := strings.Cut(b.Text, "RUN:"); ok && m.Role == "user" {
 						command = strings.TrimSpace(cmd)
 					}
+					if _, cmd, ok := strings.Cut(b.Text, "MCP:"); ok && m.Role == "user" {
+						command, toolName = strings.TrimSpace(cmd), "mcp__toolgate__exec"
+					}
 				}
 			}
 		}
@@ -117,9 +132,13 @@ func (f *scriptedAnthropic) serve(w http.ResponseWriter, r *http.Request) {
 		"model": req.Model, "content": []any{}, "stop_reason": nil, "usage": map[string]any{"input_tokens": 50, "output_tokens": 1}}})
 	stop := "end_turn"
 	if command != "" {
-		input, _ := json.Marshal(map[string]string{"command": command, "description": "run the scripted command"})
+		args := map[string]string{"command": command}
+		if toolName == "Bash" {
+			args["description"] = "run the scripted command"
+		}
+		input, _ := json.Marshal(args)
 		sse("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
-			"content_block": map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_fake%d", len(f.reqs)), "name": "Bash", "input": map[string]any{}}})
+			"content_block": map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_fake%d", len(f.reqs)), "name": toolName, "input": map[string]any{}}})
 		sse("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(input)}})
 		stop = "tool_use"
 	} else {
@@ -257,5 +276,62 @@ agents:
 	}
 	if !allowed || !denied {
 		t.Errorf("hook gate entries for Bash: allowed %v, denied %v: %+v", allowed, denied, hookEntries)
+	}
+}
+
+// TestClaudeCodeDoorOnly: with --door-only the real CLI is offered no
+// actuator of its own, only the MCP door's tools, and acts through them:
+// its exec is a call of the gateway's, decided and recorded via mcp.
+func TestClaudeCodeDoorOnly(t *testing.T) {
+	image := testenv.AgentImage(t, "claude-code")
+	fake := newScriptedAnthropic(t)
+	e := newEnv(t, "dooronly")
+	a := e.agents[0]
+	if err := os.WriteFile(filepath.Join(e.home, "secrets.yaml"),
+		[]byte(fmt.Sprintf("secrets:\n  anthropic_key: {value: %q, agents: [%q], tools: [anthropic]}\n", claudeHostKey, a)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, clientBin := testenv.Binaries(t)
+	cfg := fmt.Sprintf(`gateway:
+  clientBinary: %s
+  models:
+    anthropic: {api: anthropic, url: %q, secret: anthropic_key, private: allow}
+agents:
+  %s:
+    image: %s
+    model: {providers: [anthropic]}
+    limits: {execTimeout: 3m, memory: 1g}
+`, clientBin, fake.URL, a, image)
+	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	toolgate, _ := testenv.Binaries(t)
+	cmd := exec.Command(toolgate, "run", a, "--door-only", "-e", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "--",
+		"claude", "-p", "--model", "claude-sonnet-4-5", "MCP:echo door-$((6*7)) > /workspace/door.txt && cat /workspace/door.txt")
+	cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+	o, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(o), "RESULT:") || !strings.Contains(string(o), "door-42") {
+		t.Fatalf("door-only run: %v\n%s\ntools offered: %q", err, o, fake.tools)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.home, "agents", a, "workspace", "door.txt")); err != nil || string(b) != "door-42\n" {
+		t.Fatalf("the door's exec did not run: %q %v", b, err)
+	}
+	fake.mu.Lock()
+	offered := fake.tools[len(fake.tools)-1]
+	fake.mu.Unlock()
+	for _, own := range []string{"Bash", "Write", "Edit", "Read", "NotebookEdit", "Agent"} {
+		if slices.Contains(offered, own) {
+			t.Errorf("door-only still offers %s: %q", own, offered)
+		}
+	}
+	var viaMCP bool
+	for _, en := range e.entries(audit.Filter{Agent: a, Tool: "exec"}) {
+		viaMCP = viaMCP || (en.Via == "mcp" && en.Decision == "allow" && strings.Contains(string(en.Args), "door-"))
+	}
+	if !viaMCP {
+		t.Error("no exec through the MCP door on the record")
 	}
 }
