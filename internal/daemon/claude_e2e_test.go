@@ -157,11 +157,16 @@ const claudeHostKey = "sk-ant-host-only-claude-e2e-5f0c2a"
 // through the model door to a fake Anthropic API on the host: its Bash
 // calls are decided by policy through the hook gate (one allowed and run,
 // one denied and not run), the fake sees the host's key while the sandbox
-// holds only a placeholder, and the audit links the model calls, the hook
-// decisions and the run's exec.
+// holds only a placeholder, and the audit links the model calls and the
+// connection the Bash command opened (egress to a service on the host) to
+// the run's exec, beside the hook decisions.
 func TestClaudeCodeInSandbox(t *testing.T) {
 	image := testenv.AgentImage(t, "claude-code")
 	fake := newScriptedAnthropic(t)
+	// A service on the host the agent may reach through egress.
+	service := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pong") }))
+	defer service.Close()
+	_, servicePort, _ := strings.Cut(strings.TrimPrefix(service.URL, "http://"), ":")
 	e := newEnv(t, "claude")
 	a := e.agents[0]
 	if err := os.WriteFile(filepath.Join(e.home, "secrets.yaml"),
@@ -177,12 +182,13 @@ agents:
   %s:
     image: %s
     model: {providers: [anthropic]}
+    egress: {private: allow, allow: ["localhost:%s"]}
     limits: {execTimeout: 3m, memory: 1g}
     rules:
       - name: no-forbidden
         deny: 'tool == "Bash" && command.contains("forbidden")'
         reason: the word forbidden is not for Bash
-`, clientBin, fake.URL, a, image)
+`, clientBin, fake.URL, a, image, servicePort)
 	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -205,8 +211,8 @@ agents:
 		return string(out), 0
 	}
 
-	o, code := claude("RUN:echo allowed-$((6*7)) > /workspace/out.txt && cat /workspace/out.txt")
-	if code != 0 || !strings.Contains(o, "RESULT: allowed-42") {
+	o, code := claude("RUN:echo allowed-$((6*7)) > /workspace/out.txt && cat /workspace/out.txt && curl -fsS http://localhost:" + servicePort + "/ping")
+	if code != 0 || !strings.Contains(o, "RESULT: allowed-42") || !strings.Contains(o, "pong") {
 		t.Fatalf("allowed Bash call: exit %d\n%s", code, o)
 	}
 	if b, err := os.ReadFile(filepath.Join(e.home, "agents", a, "workspace", "out.txt")); err != nil || string(b) != "allowed-42\n" {
@@ -266,6 +272,11 @@ agents:
 		if linked(models, id) == 0 {
 			t.Errorf("no model call links to run %s: %+v", id, models)
 		}
+	}
+	// The Bash command's connection is the run's too.
+	eg := e.entries(audit.Filter{Agent: a, Type: string(gateway.KindEgress)})
+	if len(eg) == 0 || eg[0].Parent != runIDs[0] || eg[0].Detail["host"] != "localhost" {
+		t.Errorf("egress entries %+v, want localhost linked to run %s", eg, runIDs[0])
 	}
 	var allowed, denied bool
 	for _, h := range hookEntries {
