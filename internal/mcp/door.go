@@ -470,13 +470,7 @@ func (d *Door) syncTools(idd *identityDoor, snap *gateway.Snapshot, force bool) 
 	if d.opts.Visible != nil {
 		all = visibleTools(snap, d.opts.Visible(idd.id.Agent))
 	}
-	want := map[string]gateway.Tool{}
-	for n, t := range all {
-		if w, ok := t.(Withholder); ok && w.Withheld() != nil {
-			continue
-		}
-		want[n] = t
-	}
+	want := notWithheld(all)
 	var gone []string
 	for name := range idd.tools {
 		if _, ok := want[name]; !ok {
@@ -522,6 +516,13 @@ func (d *Door) callTool(agent string) sdk.ToolHandler {
 // callError is the structured content of a failed call.
 type callError struct {
 	Error *wire.Error `json:"error"`
+}
+
+// ToResult is what a caller of a tool gets back over MCP: whatever the
+// pipeline said — denial, bad arguments, tool failure — as a tool result
+// with IsError. toolgate's own agent loop gives its model the same.
+func ToResult(call *gateway.Call, res *gateway.Result, err error) *sdk.CallToolResult {
+	return toResult(call, res, err)
 }
 
 func toResult(call *gateway.Call, res *gateway.Result, err error) *sdk.CallToolResult {

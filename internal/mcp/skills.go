@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -208,6 +209,35 @@ func (s *skillSet) scanDir(dir, scope string, old, into map[string]*skillRecord)
 		}
 		into[uri] = r
 	}
+}
+
+// Skill is one skill as the door lists it to an agent.
+type Skill struct {
+	URI, Name, Description string
+}
+
+// Skills lists the skills agent sees, as resources/list shows them to it
+// (a broken skill with its error as description), sorted by URI.
+func (d *Door) Skills(agent string) []Skill {
+	idd := &identityDoor{id: Identity{Agent: agent}}
+	var out []Skill
+	for _, r := range d.skills.current() {
+		if idd.sees(r) {
+			res := r.resource()
+			out = append(out, Skill{URI: res.URI, Name: res.Name, Description: res.Description})
+		}
+	}
+	slices.SortFunc(out, func(a, b Skill) int { return strings.Compare(a.URI, b.URI) })
+	return out
+}
+
+// ReadSkill reads a skill agent sees, as resources/read gives it.
+func (d *Door) ReadSkill(agent, uri string) (string, error) {
+	r, ok := d.skills.current()[uri]
+	if !ok || !(&identityDoor{id: Identity{Agent: agent}}).sees(r) {
+		return "", fmt.Errorf("no skill %s", uri)
+	}
+	return r.read()
 }
 
 // sees reports whether the identity is shown the skill.

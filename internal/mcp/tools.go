@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -45,4 +47,31 @@ func toolDef(name string, t gateway.Tool) (*sdk.Tool, string, error) {
 	}
 	sum := sha256.Sum256([]byte(name + "\x00" + desc + "\x00" + schema))
 	return &sdk.Tool{Name: name, Description: desc, InputSchema: json.RawMessage(schema)}, hex.EncodeToString(sum[:]), nil
+}
+
+// notWithheld drops the tools that are withheld for now.
+func notWithheld(all map[string]gateway.Tool) map[string]gateway.Tool {
+	want := map[string]gateway.Tool{}
+	for n, t := range all {
+		if w, ok := t.(Withholder); ok && w.Withheld() != nil {
+			continue
+		}
+		want[n] = t
+	}
+	return want
+}
+
+// Offered returns, sorted by name, the definitions the door offers an
+// agent that may see names in snap (Options.Visible's answer). toolgate's
+// own agent loop offers its model exactly these. Tools whose schema is
+// unusable are left out, as the door leaves them out.
+func Offered(snap *gateway.Snapshot, names []string) []*sdk.Tool {
+	var defs []*sdk.Tool
+	for name, t := range notWithheld(visibleTools(snap, names)) {
+		if def, _, err := toolDef(name, t); err == nil {
+			defs = append(defs, def)
+		}
+	}
+	slices.SortFunc(defs, func(a, b *sdk.Tool) int { return strings.Compare(a.Name, b.Name) })
+	return defs
 }
