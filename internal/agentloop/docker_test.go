@@ -18,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/model"
+	"github.com/toolgate/toolgate/internal/modeldoor"
 	"github.com/toolgate/toolgate/internal/modeldoor/scripted"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
@@ -48,14 +49,25 @@ func newRig(t *testing.T) *rig {
 	dir := t.TempDir()
 	agent := testenv.Prefix() + "loop"
 	t.Cleanup(func() { _ = testenv.RemoveSandboxes(testenv.Prefix()) })
-	cfg, err := config.Parse(dir, "c.yaml", []byte(fmt.Sprintf(`agents:
-  %s:
-    workspace: %s
-    rules:
-      - name: no-recursive-delete
-        deny: commands.exists(c, c.name == "rm" && c.flags.exists(f, f in ["r", "R", "recursive"]))
-        reason: recursive deletion is not allowed
-`, agent, filepath.Join(dir, agent, "workspace"))))
+	cfg, err := config.Parse(dir, "c.yaml", []byte(fmt.Sprintf(`gateway:
+  models:
+    fake-anthropic: {api: anthropic, url: %[1]q, private: allow}
+    fake-openai: {api: openai, url: %[1]q, private: allow}
+defaults:
+  model: {providers: [fake-anthropic, fake-openai]}
+  rules:
+    - name: no-recursive-delete
+      deny: commands.exists(c, c.name == "rm" && c.flags.exists(f, f in ["r", "R", "recursive"]))
+      reason: recursive deletion is not allowed
+agents:
+  %[2]s:
+    workspace: %[3]s
+  %[2]s-budget:
+    workspace: %[3]s-budget
+    model:
+      providers: [fake-anthropic]
+      budget: {tokensPerHour: 100}
+`, fake.URL, agent, filepath.Join(dir, agent, "workspace"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +92,7 @@ func newRig(t *testing.T) *rig {
 	}
 	t.Cleanup(func() { aw.Close() })
 	gw := gateway.New(gateway.Options{Audit: aw, Sandboxes: m}, b.Snapshot)
-	return &rig{t: t, dir: dir, agent: agent, gw: gw, model: httpModel{base: fake.URL},
+	return &rig{t: t, dir: dir, agent: agent, gw: gw, model: modeldoor.New(gw),
 		store: agentloop.NewStore(filepath.Join(dir, "sessions"))}
 }
 
@@ -91,7 +103,7 @@ func (r *rig) run(ctx context.Context, sess *agentloop.Session, task string, str
 }
 
 func (r *rig) session(api model.API) *agentloop.Session {
-	return &agentloop.Session{ID: gateway.NewID(), Agent: r.agent, Provider: "fake", API: api, Model: scripted.Model, Created: time.Now()}
+	return &agentloop.Session{ID: gateway.NewID(), Agent: r.agent, Provider: "fake-" + string(api), API: api, Model: scripted.Model, Created: time.Now()}
 }
 
 // entries reads the audit log.
@@ -170,15 +182,30 @@ func TestDockerLoopCompletesTask(t *testing.T) {
 			}
 			// The record: each of the session's tool calls with its parent,
 			// a tool_use id the model emitted.
-			ids := map[string]bool{}
+			ids, emitted := map[string]bool{}, map[string]bool{}
 			for _, m := range sess.Messages {
 				for _, c := range m.Calls {
-					ids[c.ID] = true
+					ids[c.ID], emitted[c.ID] = true, true
 				}
 			}
-			calls := 0
+			calls, answers := 0, 0
 			for _, e := range r.entries() {
-				if e.Session != sess.ID || e.Phase != gateway.PhaseDecision {
+				if e.Session != sess.ID {
+					continue
+				}
+				if e.Type == gateway.KindModel {
+					// The model's answers, through the model door: their
+					// result entries list the tool_use ids.
+					if e.Phase == gateway.PhaseResult {
+						answers++
+						ids, _ := e.Detail["toolUseIds"].([]any)
+						for _, id := range ids {
+							delete(emitted, id.(string))
+						}
+					}
+					continue
+				}
+				if e.Phase != gateway.PhaseDecision {
 					continue
 				}
 				calls++
@@ -186,15 +213,17 @@ func TestDockerLoopCompletesTask(t *testing.T) {
 					t.Errorf("entry %s %s: via %q parent %q", e.ID, e.Tool, e.Via, e.Parent)
 				}
 			}
-			if calls != len(ids) {
-				t.Fatalf("%d calls on the record for the session, want %d", calls, len(ids))
+			if calls != len(ids) || answers != sess.Steps || len(emitted) != 0 {
+				t.Fatalf("on the record for the session: %d tool calls (want %d), %d model answers (want %d); tool_use ids no answer lists: %v",
+					calls, len(ids), answers, sess.Steps, emitted)
 			}
 		})
 	}
 }
 
-// A run stopped half way (Ctrl-C) saves the session; continuing it
-// finishes the task. Step and token limits stop a run with the reason.
+// A run stopped half way (Ctrl-C while it waits for the model) keeps the
+// session as it was after its last whole step; continuing it finishes the
+// task. Step and token limits stop a run with the reason.
 func TestDockerLoopInterruptAndLimits(t *testing.T) {
 	r := newRig(t)
 	sess := r.session(model.Anthropic)
@@ -205,13 +234,10 @@ func TestDockerLoopInterruptAndLimits(t *testing.T) {
 		t.Fatalf("stop: %+v", stop)
 	}
 	saved, err := r.store.Load(sess.ID)
-	if err != nil || saved.Stop != agentloop.StopInterrupted || saved.Steps != 3 {
+	if err != nil || saved.Stop != agentloop.StopInterrupted || saved.Steps != 2 {
 		t.Fatalf("saved: %+v %v", saved, err)
 	}
-	if res := saved.Messages[len(saved.Messages)-1].Results; len(res) != 1 || !res[0].IsError || !strings.Contains(res[0].Content, "not run") {
-		t.Fatalf("the call the interrupted step asked for: %+v", res)
-	}
-	r.model = httpModel{base: r.model.(cancelAfter).Model.(httpModel).base}
+	r.model = r.model.(cancelAfter).Model
 	stop = r.run(context.Background(), saved, "", true, agentloop.Limits{})
 	if stop.Stop != agentloop.StopDone || saved.Steps != len(scripted.Default().Turns) {
 		t.Fatalf("continued: %+v steps %d", stop, saved.Steps)
@@ -231,5 +257,26 @@ func TestDockerLoopInterruptAndLimits(t *testing.T) {
 	sess = r.session(model.OpenAI)
 	if stop = r.run(context.Background(), sess, "task", false, agentloop.Limits{Tokens: 1}); stop.Stop != agentloop.StopTokens || sess.Steps != 1 {
 		t.Fatalf("token limit: %+v", stop)
+	}
+}
+
+// The model door's budget stops the loop with its reason: the first answer
+// spends the agent's tokens for the hour, the next request is denied.
+func TestDockerLoopBudget(t *testing.T) {
+	r := newRig(t)
+	sess := r.session(model.Anthropic)
+	sess.Agent = r.agent + "-budget"
+	stop := r.run(context.Background(), sess, "task", true, agentloop.Limits{})
+	if stop.Stop != agentloop.StopDenied || !strings.Contains(stop.Error, model.RuleTokens) || !strings.Contains(stop.Error, "per hour") || sess.Steps != 1 {
+		t.Fatalf("stop: %+v steps %d", stop, sess.Steps)
+	}
+	denied := false
+	for _, e := range r.entries() {
+		if e.Session == sess.ID && e.Type == gateway.KindModel && e.Decision == "deny" && e.Rule == model.RuleTokens {
+			denied = true
+		}
+	}
+	if !denied {
+		t.Fatal("the denied model request is not on the record")
 	}
 }

@@ -25,26 +25,20 @@ import (
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/model"
+	"github.com/toolgate/toolgate/internal/modeldoor"
 )
 
 // Via is the entry point recorded on the loop's tool calls.
 const Via = "agent"
 
-// ModelRequest is one request to a model provider on an agent's behalf.
-type ModelRequest struct {
-	Agent, Session, Parent string
-	Provider               string // a name under gateway.models
-	Path                   string // /v1/messages, /v1/chat/completions
-	Header                 http.Header
-	Body                   []byte
+// Model sends model requests through the model door (*modeldoor.Door):
+// its answer is what the provider's client would get, or the door's
+// refusal in the provider's error shape, with Toolgate-Rule set.
+type Model interface {
+	Send(ctx context.Context, r *modeldoor.Request) (*http.Response, error)
 }
 
-// Model sends model requests through the model door; its answer is what
-// the provider's client would get (or the door's refusal in the
-// provider's error shape, with Toolgate-Rule set).
-type Model interface {
-	Send(ctx context.Context, r *ModelRequest) (*http.Response, error)
-}
+var _ Model = (*modeldoor.Door)(nil)
 
 // Gateway is the pipeline the tool calls go through (*gateway.Gateway).
 type Gateway interface {
@@ -276,7 +270,7 @@ func (r *Run) ask(ctx context.Context, sess *Session, lim Limits, system string,
 	if sess.API == model.Anthropic {
 		h.Set("Anthropic-Version", "2023-06-01")
 	}
-	resp, err := r.Model.Send(ctx, &ModelRequest{Agent: sess.Agent, Session: sess.ID, Provider: sess.Provider,
+	resp, err := r.Model.Send(ctx, &modeldoor.Request{Agent: sess.Agent, Session: sess.ID, Provider: sess.Provider,
 		Path: apiPath(sess.API), Header: h, Body: body})
 	if err != nil {
 		return Turn{}, StopModelError, err
@@ -285,7 +279,7 @@ func (r *Run) ask(ctx context.Context, sess *Session, lim Limits, system string,
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		msg := errorMessage(b)
-		if rule := resp.Header.Get("Toolgate-Rule"); rule != "" {
+		if rule := resp.Header.Get(modeldoor.HeaderRule); rule != "" {
 			return Turn{}, StopDenied, fmt.Errorf("%s (rule %s)", msg, rule)
 		}
 		return Turn{}, StopModelError, fmt.Errorf("the model provider answered %d: %s", resp.StatusCode, msg)

@@ -203,6 +203,9 @@ type ModelProvider struct {
 	API  string `yaml:"api"`  // anthropic or openai: the wire shape
 	Kind string `yaml:"kind"` // how the door serves it; default http (the remote API at URL)
 	URL  string `yaml:"url"`  // kind http: base URL, e.g. https://api.anthropic.com
+	// Script is kind scripted's file of turns (an absolute path); empty:
+	// the embedded quickstart script.
+	Script string `yaml:"script"`
 	// Secret names the host secret (secrets.yaml or the secrets section)
 	// holding the API key; its tools list must name this provider.
 	Secret string `yaml:"secret"`

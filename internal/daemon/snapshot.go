@@ -12,6 +12,7 @@ import (
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks/hookcall"
 	"github.com/toolgate/toolgate/internal/modeldoor"
+	_ "github.com/toolgate/toolgate/internal/modeldoor/scripted" // the scripted model provider kind
 	"github.com/toolgate/toolgate/internal/plugin"
 	_ "github.com/toolgate/toolgate/internal/plugin/kinds" // every plugin kind
 	"github.com/toolgate/toolgate/internal/policy"

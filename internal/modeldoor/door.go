@@ -77,8 +77,8 @@ type Request struct {
 // Toolgate-Rule headers. Closing the body before its end is a client that
 // went away, recorded as such. An error is returned only when no answer
 // could be formed at all (ctx ended first).
-func (d *Door) Send(ctx context.Context, r *Request) (*http.Response, error) {
-	ctx, cancel := context.WithCancel(ctx)
+func (d *Door) Send(caller context.Context, r *Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(caller)
 	pr, pw := io.Pipe()
 	s := &pipeSink{w: pw, ready: make(chan *http.Response, 1)}
 	done := make(chan struct{})
@@ -94,15 +94,13 @@ func (d *Door) Send(ctx context.Context, r *Request) (*http.Response, error) {
 	case resp := <-s.ready:
 		resp.Body = &pipeBody{PipeReader: pr, cancel: cancel, done: done}
 		return resp, nil
-	case <-ctx.Done():
+	case <-caller.Done():
+		// Nobody will read an answer now: the door's writer must not wait
+		// for a reader.
+		pr.CloseWithError(caller.Err())
+		cancel()
 		<-done
-		select {
-		case resp := <-s.ready:
-			resp.Body = &pipeBody{PipeReader: pr, cancel: cancel, done: done}
-			return resp, nil
-		default:
-			return nil, ctx.Err()
-		}
+		return nil, caller.Err()
 	}
 }
 

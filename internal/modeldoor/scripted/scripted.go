@@ -20,9 +20,13 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/modeldoor"
 )
 
 // Model is the model name the script answers as.
@@ -400,4 +404,20 @@ func (r *recorder) response(req *http.Request) *http.Response {
 	return &http.Response{Status: fmt.Sprintf("%d %s", r.status, http.StatusText(r.status)), StatusCode: r.status,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: r.h, ContentLength: int64(r.body.Len()),
 		Body: io.NopCloser(&r.body), Request: req}
+}
+
+// Kind is the provider kind: gateway.models.NAME.kind: scripted.
+const Kind = "scripted"
+
+func init() { modeldoor.Register(Kind, newBackend) }
+
+func newBackend(name string, p config.ModelProvider, _ modeldoor.Env) (modeldoor.Backend, error) {
+	if p.Script != "" && !filepath.IsAbs(p.Script) {
+		return nil, fmt.Errorf("gateway.models.%s.script: %q is not an absolute path", name, p.Script)
+	}
+	s, err := Load(p.Script)
+	if err != nil {
+		return nil, fmt.Errorf("gateway.models.%s: %w", name, err)
+	}
+	return s, nil
 }
