@@ -15,6 +15,16 @@ tg=bin/toolgate
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 
 step toolgate init;            $tg init
+# With a model key in the environment, the agent session below uses the real
+# model: uncomment its provider and secret in the config and put it first.
+for p in anthropic openai; do
+  var="$(echo "$p" | tr a-z A-Z)_API_KEY"
+  if [ -n "${!var:-}" ] && grep -q 'providers: \[scripted\]' "$TOOLGATE_HOME/config.yaml"; then
+    sed -i -e "s/^    # $p: /    $p: /" -e "s/^  # ${p}_key: /  ${p}_key: /" \
+      -e "s/providers: \[scripted\]/providers: [$p, scripted]/" "$TOOLGATE_HOME/config.yaml"
+    echo "($var is set: the agent session uses $p's real model)"
+  fi
+done
 step toolgate config check;    $tg config check
 step toolgate sandbox image;   $tg sandbox image
 step toolgate serve;           $tg serve >"$TOOLGATE_HOME/serve.log" 2>&1 &
@@ -37,3 +47,8 @@ step "toolgate policy eval --agent demo --tool exec --args '{\"command\":\"rm -r
 $tg policy eval --agent demo --tool exec --args '{"command":"rm -rf /"}' || true
 step toolgate audit tail -n 12;  $tg audit tail -n 12
 step toolgate audit verify;      $tg audit verify
+
+step "toolgate agent demo \"make the calculator's test pass\"   # toolgate's own agent loop"
+$tg agent demo "make the calculator's test pass" || echo "(exit status $?)"
+step "toolgate audit tail -n 6   # the session's model and tool calls, on the record"
+$tg audit tail -n 6

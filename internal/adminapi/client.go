@@ -145,3 +145,38 @@ func readError(resp *http.Response) error {
 	}
 	return fmt.Errorf("daemon answered %s: %s", resp.Status, bytes.TrimSpace(b))
 }
+
+// Session runs toolgate's own agent loop for agent (the body is an
+// agentloop.StartRequest) and calls fn with each event, a JSON object, as
+// it arrives. Cancelling ctx stops the run; the daemon saves the session.
+func (c *Client) Session(ctx context.Context, agent string, start any, fn func(json.RawMessage) error) error {
+	body, err := json.Marshal(start)
+	if err != nil {
+		return err
+	}
+	req, err := c.request(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(agent)+"/sessions", body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", wire.MediaNDJSON)
+	resp, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return readError(resp)
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev json.RawMessage
+		if err := dec.Decode(&ev); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+}

@@ -55,6 +55,9 @@ type Server struct {
 	// Observations records a stream-json transcript for an agent as
 	// observed entries (toolgate ingest).
 	Observations http.Handler
+	// Sessions runs toolgate's own agent loop (toolgate agent): POST a
+	// task, get the session's events as NDJSON.
+	Sessions http.Handler
 	// Approvals holds the calls waiting for a person (toolgate approvals).
 	Approvals *approval.Store
 	MaxBody   int64
@@ -72,6 +75,9 @@ func (s *Server) Handler() http.Handler {
 	if s.Approvals != nil {
 		mux.Handle("GET /v1/approvals", s.admin(s.listApprovals))
 		mux.Handle("POST /v1/approvals/{id}", s.admin(s.answerApproval))
+	}
+	if s.Sessions != nil {
+		mux.Handle("POST /v1/agents/{agent}/sessions", s.admin(s.Sessions.ServeHTTP))
 	}
 	if s.Observations != nil {
 		mux.Handle("POST /v1/agents/{agent}/observations", s.admin(s.Observations.ServeHTTP))

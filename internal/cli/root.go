@@ -50,6 +50,7 @@ func NewRootCmd() *cobra.Command {
 		newToolsCmd(g),
 		newApprovalsCmd(g),
 		newSecretsCmd(g), newUsageCmd(g),
+		newAgentCmd(g),
 	)
 	refuseUnknownSubcommands(root)
 	return root

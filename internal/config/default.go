@@ -23,14 +23,23 @@ gateway:
     maxArgBytes: 1024           # longer argument strings are cut, with a marker
   # Model providers agents reach through the model door: the sandbox gets a
   # base URL and a placeholder key, the gateway adds the real key (set it with
-  # toolgate secrets set anthropic_key < key.txt; grant it to the provider).
-  # models:
-  #   anthropic:
-  #     api: anthropic            # anthropic or openai (chat completions, Responses)
-  #     url: https://api.anthropic.com
-  #     secret: anthropic_key
-  #     prices:                   # USD per million tokens, for costs and budgets
-  #       "claude-sonnet-4*": {input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75}
+  # toolgate secrets set anthropic_key < key.txt; grant it to the provider),
+  # and toolgate agent calls them in process.
+  models:
+    # A model served by toolgate itself: a fixed script (the quickstart's),
+    # no network and no key. script: /abs/path/turns.yaml plays your own.
+    scripted: {api: anthropic, kind: scripted}
+    # anthropic: {api: anthropic, url: https://api.anthropic.com, secret: anthropic_key}
+    # openai: {api: openai, url: https://api.openai.com, secret: openai_key}
+    # A provider may carry prices (USD per million tokens, for costs and budgets):
+    #   prices: {"claude-sonnet-4*": {input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75}}
+
+# Host-side secrets by reference; literal values go in HOME/secrets.yaml
+# (0600, same format; toolgate secrets set writes it). A secret serves only
+# the agents and tools it lists.
+secrets:
+  # anthropic_key: {env: ANTHROPIC_API_KEY, agents: [demo], tools: [anthropic]}
+  # openai_key: {env: OPENAI_API_KEY, agents: [demo], tools: [openai]}
 
 # Host-side tools. An agent gets a plugin tool only if it lists it under tools:
 # plugins:
@@ -78,6 +87,14 @@ agents:
       patch: true
       exec: true
     tools: []                   # plugin tools this agent may call (default: none)
+    # Model API calls through the model door (kind model: args.model,
+    # args.max_tokens, args.tools are visible to rules).
+    model:
+      # toolgate agent uses the first provider whose key is set, e.g.
+      # [anthropic, openai, scripted] once their lines above are uncommented.
+      providers: [scripted]
+      # allow: ["claude-sonnet-*"]  # model names or patterns; empty: any
+      # budget: {requestsPerMinute: 30, tokensPerDay: 5000000, costPerDay: 20}
     default: allow              # when no rule matches: allow (default) or deny
     # Network access through the gateway (the sandbox has none of its own):
     # each connection is allowlisted, resolved once, checked (no private or
@@ -88,12 +105,6 @@ agents:
     #   maxConnections: 64        # concurrent connections
     #   idleTimeout: 60s          # silence either way ends a connection
     #   maxBytes: 1g              # per connection, both ways
-    # Model API calls through the model door (kind model: args.model,
-    # args.max_tokens, args.tools are visible to rules):
-    # model:
-    #   providers: [anthropic]
-    #   allow: ["claude-sonnet-*"]  # model names or patterns; empty: any
-    #   budget: {requestsPerMinute: 30, tokensPerDay: 5000000, costPerDay: 20}
     # rates: [{tool: exec, perMinute: 120, concurrent: 4}, {kind: egress, bytesPerDay: 2g}]
     # askTimeout: 2m            # how long a call an ask: rule matched waits for a person
     rules:

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/agentloop"
 	"github.com/toolgate/toolgate/internal/agentsock"
 	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/audit"
@@ -207,7 +208,9 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		return nil, err
 	}
 	api := &adminapi.Server{Gateway: d.gw, Tokens: tokens, Status: d.status, Explain: d.explain, Approvals: d.approvals,
-		Observations: connlimit.Unbounded(hs.Ingest())} // a transcript may be piped in as it is written
+		Observations: connlimit.Unbounded(hs.Ingest()), // a transcript may be piped in as it is written
+		Sessions: connlimit.Unbounded(&agentloop.Server{Model: d.models, Gateway: d.gw, Skills: d.door, // a session runs for minutes
+			Store: agentloop.NewStore(agentloop.SessionsDir(opts.Home)), Config: d.config, HasKey: d.hasKey})}
 	host := http.NewServeMux()
 	host.Handle("GET /metrics", d.metrics.Handler())
 	host.Handle("/mcp", auth.Require(tokens, auth.ScopeMCP, mcp.RouteOptions(api.RecordRefusal))(d.door.Handler(mcp.TokenIdentity)))
@@ -336,6 +339,15 @@ func (d *Daemon) config() *config.Config {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.built.Config
+}
+
+// hasKey reports whether a model provider's secret resolves for an agent.
+func (d *Daemon) hasKey(agent, provider, secret string) bool {
+	d.mu.Lock()
+	b := d.built
+	d.mu.Unlock()
+	_, err := b.Secrets.Resolve(agent, provider, secret)
+	return err == nil
 }
 
 func (d *Daemon) explain(call *gateway.Call) any {
