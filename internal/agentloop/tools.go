@@ -35,7 +35,7 @@ func buildTools(snap *gateway.Snapshot, names []string, skills bool) toolSet {
 	ts := toolSet{byName: map[string]string{}}
 	for _, def := range mcp.Offered(snap, names) {
 		schema, _ := json.Marshal(def.InputSchema)
-		ts.add(def.Name, def.Description, topLevelObject(schema))
+		ts.add(def.Name, def.Description, schema)
 	}
 	if skills {
 		ts.add(SkillTool, "", json.RawMessage(skillSchema))
@@ -58,7 +58,7 @@ func (ts *toolSet) add(name, desc string, schema json.RawMessage) {
 		desc = top.Description
 	}
 	ts.byName[offered] = name
-	ts.offers = append(ts.offers, Offer{Name: offered, Description: desc, Schema: schema})
+	ts.offers = append(ts.offers, Offer{Name: offered, Description: desc, Schema: topLevelObject(schema)})
 }
 
 // topLevelObject drops the combinators at a schema's top level: the
