@@ -19,7 +19,6 @@ import (
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
-
 // StartRequest is the body of POST /v1/agents/AGENT/sessions: a new session with a
 // task, or a saved one continued (with a new task, or none to resume).
 type StartRequest struct {
