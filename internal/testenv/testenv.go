@@ -169,3 +169,18 @@ func AgentImage(t testing.TB, name string) string {
 	}
 	return p.Tag()
 }
+
+// NPMPackage installs npm package name@version into the image cache
+// (once per version) and returns its directory. It skips without npm, and
+// fails when Strict.
+func NPMPackage(t testing.TB, name, version string) string {
+	t.Helper()
+	NeedPrograms(t, "npm")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	mods, err := rootfs.InstallNPM(ctx, rootfs.Env{}, name, version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(mods, filepath.FromSlash(name))
+}

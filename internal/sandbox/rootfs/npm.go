@@ -18,9 +18,14 @@ type npmPackage struct{ Name, Version string }
 
 func (p npmPackage) String() string { return p.Name + "@" + p.Version }
 
-// install returns the node_modules directory holding the package, running
-// npm install first when the cache has none. Install scripts do not run:
-// what an image takes from a package is named file by file.
+// InstallNPM returns the node_modules directory holding npm package
+// name@version, installed into the cache (once per version and cpu).
+// Install scripts do not run: what is taken from a package is named file
+// by file.
+func InstallNPM(ctx context.Context, env Env, name, version string) (string, error) {
+	return npmPackage{name, version}.install(ctx, env)
+}
+
 func (p npmPackage) install(ctx context.Context, env Env) (string, error) {
 	dir := filepath.Join(env.cache(), "npm", strings.NewReplacer("/", "+", "@", "").Replace(p.Name)+"-"+p.Version+"-"+runtime.GOARCH)
 	err := cached(env, dir, func(tmp string) error {
