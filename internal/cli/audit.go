@@ -106,14 +106,34 @@ func newAuditVerifyCmd(g *globals) *cobra.Command {
 }
 
 func newAuditShowCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "show ID",
-		Short: "Print every entry of one call (its decision and its result) as JSON",
-		Args:  cobra.ExactArgs(1),
+	var session string
+	cmd := &cobra.Command{
+		Use:   "show ID | show --session SESSION",
+		Short: "Print every entry of one call (its decision and its result) as JSON, or a session as a tree",
+		Example: `  toolgate audit show 18ed0cfbfd94ff20bf07a49b2d0b52c4
+  toolgate audit show --session 18ed0cfbf8227ea357e317a3095b6d21   # model calls, the tool calls they caused …`,
+		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := g.auditDir()
 			if err != nil {
 				return err
+			}
+			if session != "" {
+				if len(args) > 0 {
+					return usageErr(cmd, "give a call id or --session, not both")
+				}
+				entries, err := sessionEntries(dir, session)
+				if err != nil {
+					return err
+				}
+				if len(entries) == 0 {
+					return errors.New("no audit entry with session " + session)
+				}
+				printSessionTree(os.Stdout, session, entries)
+				return nil
+			}
+			if len(args) == 0 {
+				return usageErr(cmd, "give a call id, or --session SESSION")
 			}
 			entries, err := findCall(dir, args[0])
 			if err != nil {
@@ -132,6 +152,8 @@ func newAuditShowCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&session, "session", "", "print this session's calls as a tree (each under the call that caused it)")
+	return cmd
 }
 
 // printEntry writes one entry as a line for people.
