@@ -76,3 +76,11 @@ func parseLine(line []byte) (*gateway.Entry, error) {
 	}
 	return &e, nil
 }
+
+// CheckLine checks that one line of the log (as the index keeps it, with or
+// without its newline) hashes to the hash it claims, and returns its entry.
+// Its link to the line before it is the caller's check: its Prev must be
+// that line's Hash.
+func CheckLine(line []byte) (*gateway.Entry, error) {
+	return parseLine(bytes.TrimSuffix(line, []byte("\n")))
+}

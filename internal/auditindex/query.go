@@ -32,6 +32,8 @@ type Query struct {
 type Hit struct {
 	Seq   int64          `json:"seq"`
 	Entry *gateway.Entry `json:"entry"`
+	// Line is the entry as written in the log, for checking its hash.
+	Line []byte `json:"-"`
 }
 
 // ErrBadQuery is a query the index refuses (a limit out of range, a time
@@ -111,8 +113,8 @@ func (x *Index) Find(q Query) ([]Hit, error) {
 		if err := rows.Scan(&h.Seq, &line); err != nil {
 			return nil, err
 		}
-		h.Entry = new(gateway.Entry)
-		if err := json.Unmarshal([]byte(line), h.Entry); err != nil {
+		h.Entry, h.Line = new(gateway.Entry), []byte(line)
+		if err := json.Unmarshal(h.Line, h.Entry); err != nil {
 			return nil, fmt.Errorf("audit index: entry %d: %w", h.Seq, err)
 		}
 		out = append(out, h)

@@ -35,10 +35,14 @@ const (
 	// ScopeSkills reaches only the skills resources of the MCP door (global
 	// skills, plus the bound agent's when the token has one).
 	ScopeSkills Scope = "skills"
+	// ScopeViewer reaches only the read-only dashboard (/ui): it calls no
+	// tool and changes nothing. No other route lists it, so every other
+	// route refuses it.
+	ScopeViewer Scope = "viewer"
 )
 
 // Scopes lists the valid scopes.
-var Scopes = []Scope{ScopeAdmin, ScopeMCP, ScopeSkills}
+var Scopes = []Scope{ScopeAdmin, ScopeMCP, ScopeSkills, ScopeViewer}
 
 // tokenPrefix makes tokens recognisable in a leaked-secret scan.
 const tokenPrefix = "tg_"
@@ -97,15 +101,16 @@ func parseTokens(b []byte) ([]*Token, error) {
 }
 
 // Create makes a new token and returns its secret, which is not kept. An mcp
-// token must name its agent; an admin token must not; a skills token may.
+// token must name its agent; an admin or viewer token must not; a skills
+// token may.
 func (s *Store) Create(scope Scope, agent string, ttl time.Duration) (secret string, tok *Token, err error) {
 	switch {
 	case !slices.Contains(Scopes, scope):
-		return "", nil, fmt.Errorf("unknown scope %q (want one of admin, mcp, skills)", scope)
+		return "", nil, fmt.Errorf("unknown scope %q (want one of admin, mcp, skills, viewer)", scope)
 	case scope == ScopeMCP && agent == "":
 		return "", nil, errors.New("an mcp token is bound to one agent: give --agent")
-	case scope == ScopeAdmin && agent != "":
-		return "", nil, errors.New("an admin token is not bound to an agent")
+	case (scope == ScopeAdmin || scope == ScopeViewer) && agent != "":
+		return "", nil, fmt.Errorf("an %s token is not bound to an agent", scope)
 	case ttl < 0:
 		return "", nil, errors.New("ttl must not be negative")
 	}

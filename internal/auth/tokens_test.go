@@ -95,6 +95,8 @@ func TestCreateValidation(t *testing.T) {
 		{ScopeMCP, "", 0, false},
 		{ScopeSkills, "", 0, true},
 		{ScopeSkills, "demo", 0, true},
+		{ScopeViewer, "", 0, true},
+		{ScopeViewer, "demo", 0, false},
 		{"root", "", 0, false},
 		{ScopeSkills, "", -time.Hour, false},
 	}

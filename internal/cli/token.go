@@ -16,7 +16,8 @@ func newTokenCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "token", Short: "Create, list and revoke scoped bearer tokens",
 		Long: `Tokens are stored hashed in HOME/tokens.json; the secret is printed once, at creation.
 Scopes: admin (the admin API), mcp (the MCP door as one agent), skills (only the skills
-resources of the MCP door; global skills, plus the agent's with --agent).
+resources of the MCP door; global skills, plus the agent's with --agent), viewer (only
+the read-only dashboard at /ui: it calls no tool and changes nothing).
 A running daemon sees changes at its next request.`}
 	store := func() (*auth.Store, error) { return auth.OpenStore(filepath.Join(g.home, auth.StoreFile)) }
 
@@ -26,7 +27,7 @@ A running daemon sees changes at its next request.`}
 	create := &cobra.Command{
 		Use:     "create --scope SCOPE [--agent NAME] [--ttl 24h]",
 		Short:   "Create a token and print its secret (shown only this once)",
-		Example: "  toolgate token create --agent demo --scope mcp\n  toolgate token create --scope skills --ttl 24h",
+		Example: "  toolgate token create --agent demo --scope mcp\n  toolgate token create --scope skills --ttl 24h\n  toolgate token create --scope viewer --ttl 8h",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := store()
@@ -52,7 +53,7 @@ A running daemon sees changes at its next request.`}
 			return nil
 		},
 	}
-	create.Flags().StringVar(&scope, "scope", "", "admin, mcp or skills (required)")
+	create.Flags().StringVar(&scope, "scope", "", "admin, mcp, skills or viewer (required)")
 	create.Flags().StringVar(&agent, "agent", "", "the agent an mcp token acts for (required for mcp; optional for skills)")
 	create.Flags().DurationVar(&ttl, "ttl", 0, "lifetime, e.g. 24h (default: until revoked)")
 	create.Flags().BoolVar(&asJSON, "json", false, "print id, secret, scope, agent and expiry as one JSON object on stdout (for scripts)")

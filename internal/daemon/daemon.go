@@ -28,6 +28,7 @@ import (
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/connlimit"
+	"github.com/toolgate/toolgate/internal/dashboard"
 	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks/hookserver"
@@ -81,6 +82,8 @@ type Daemon struct {
 	index     *auditindex.Index
 	indexStop context.CancelFunc
 	indexDone chan struct{}
+	// dash is the web dashboard at /ui on the same listeners.
+	dash *dashboard.Dashboard
 	// metrics are served at /metrics on the admin socket and TCP listener.
 	metrics *metrics.Metrics
 	// rates count calls against the agents' rate limits; they outlive a
@@ -214,6 +217,9 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	host := http.NewServeMux()
 	host.Handle("GET /metrics", d.metrics.Handler())
 	host.Handle("/mcp", auth.Require(tokens, auth.ScopeMCP, mcp.RouteOptions(api.RecordRefusal))(d.door.Handler(mcp.TokenIdentity)))
+	d.dash = dashboard.New(dashboard.Options{Tokens: tokens, Index: d.index, Agents: d.status, Config: d.config,
+		Approvals: d.approvals, OnRefuse: api.RecordRefusal, Logger: log})
+	host.Handle(dashboard.Prefix, d.dash.Handler())
 	host.Handle("/", api.Handler())
 	if err := d.listen(host, cfg); err != nil {
 		d.close()
@@ -450,6 +456,9 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	// Calls waiting for a person are denied first, on the record, so no
 	// connection stays open for an answer that cannot come.
 	d.approvals.Close()
+	if d.dash != nil {
+		d.dash.Close() // its live feeds would hold the servers open
+	}
 	for _, s := range d.servers {
 		errs = append(errs, s.Shutdown(ctx))
 	}

@@ -43,6 +43,14 @@ type env struct {
 	c      *adminapi.Client
 	token  string
 	agents []string
+	// extra is YAML added to the config: gateway keys (indented) then
+	// top-level sections, before agents.
+	extra envExtra
+}
+
+// envExtra adds to the test config.
+type envExtra struct {
+	Gateway, Top, AgentKeys string
 }
 
 // containerID is the id of the agent's sandbox container, as the daemon's
@@ -73,10 +81,15 @@ const agentYAML = `  %s:
 
 func newEnv(t testing.TB, agents ...string) *env {
 	t.Helper()
+	return newEnvWith(t, envExtra{}, agents...)
+}
+
+func newEnvWith(t testing.TB, extra envExtra, agents ...string) *env {
+	t.Helper()
 	testenv.NeedDocker(t)
 	_, clientBin := testenv.Binaries(t)
 	home := t.TempDir()
-	e := &env{t: t, home: home, cfg: filepath.Join(home, "config.yaml")}
+	e := &env{t: t, home: home, cfg: filepath.Join(home, "config.yaml"), extra: extra}
 	for _, a := range agents {
 		e.agents = append(e.agents, testenv.Prefix()+a)
 	}
@@ -105,10 +118,11 @@ func newEnv(t testing.TB, agents ...string) *env {
 func (e *env) writeConfig(extraRules string) {
 	_, clientBin := testenv.Binaries(e.t)
 	var b strings.Builder
-	fmt.Fprintf(&b, "gateway:\n  clientBinary: %s\nagents:\n", clientBin)
+	fmt.Fprintf(&b, "gateway:\n  clientBinary: %s\n%s%sagents:\n", clientBin, e.extra.Gateway, e.extra.Top)
 	for _, a := range e.agents {
 		fmt.Fprintf(&b, agentYAML, a)
 		b.WriteString(extraRules)
+		b.WriteString(e.extra.AgentKeys)
 	}
 	if err := os.WriteFile(e.cfg, []byte(b.String()), 0o600); err != nil {
 		e.t.Fatal(err)
