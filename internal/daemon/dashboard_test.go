@@ -89,7 +89,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	addr := freePort(t)
 	e := newEnvWith(t, envExtra{
 		Gateway:   "  listen: " + addr + "\n",
-		Top:       "plugins:\n  echo: {kind: builtin}\n",
+		Top:       "plugins:\n  echo: {kind: builtin, builtin: toolgate-echo}\n",
 		AgentKeys: "    tools: [echo]\n",
 	}, "dash")
 	a := e.agents[0]
@@ -139,6 +139,10 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("call %s never appeared in the live feed: %v", id, err)
 	}
 	t.Logf("live feed: the call (%v) reached the browser %v after it returned", took, time.Since(start))
+	// The exec's result follows its child's entries in the log.
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#feed tr[data-id=%q][data-phase="result"]`, id)))); err != nil {
+		t.Fatal(err)
+	}
 	feedText := text(t, ctx, `#feed`)
 	if err := chromedp.Do(ctx, screenshot(t, "feed")); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@
   function link(tr, href, text) { var td = cell(tr, ""); if (text) { var a = document.createElement("a"); a.href = href; a.textContent = text; td.appendChild(a); } }
   function add(e) {
     var tr = document.createElement("tr");
-    tr.dataset.id = e.id;
+    tr.dataset.id = e.id; tr.dataset.phase = e.phase;
     cell(tr, e.seq, "num"); cell(tr, e.ts); cell(tr, e.agent); cell(tr, e.type); cell(tr, e.tool); cell(tr, e.phase);
     cell(tr, e.decision, e.decision === "deny" ? "deny" : e.decision === "allow" ? "allow" : "other");
     cell(tr, e.rule); cell(tr, e.ms ? e.ms.toFixed(1) : "", "num");
