@@ -55,15 +55,42 @@ func (c *Client) Call(ctx context.Context, agent, tool string, args any, stdout,
 	if err != nil {
 		return nil, err
 	}
-	// Escaped: a name with '/', '?' or '#' must reach the server as that name
-	// (and be refused as unknown), not as another route or a shorter name.
-	req, err := c.request(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(agent)+"/tools/"+url.PathEscape(tool)+"/call", body)
+	req, err := c.request(ctx, http.MethodPost, callPath(agent, tool), body)
 	if err != nil {
 		return nil, err
 	}
 	if stdout != nil {
 		req.Header.Set("Accept", wire.MediaNDJSON)
 	}
+	return c.result(req, stdout, stderr)
+}
+
+// CallRaw runs a tool whose input is body, sent as bytes (size of them;
+// -1: unknown) with the arguments in a header: a write's content streams
+// from the caller's file to the sandbox without being held or encoded.
+func (c *Client) CallRaw(ctx context.Context, agent, tool string, args any, body io.Reader, size int64) (*gateway.Result, error) {
+	a, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	req, err := c.request(ctx, http.MethodPost, callPath(agent, tool), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Body, req.ContentLength = io.NopCloser(body), size
+	req.GetBody = nil
+	req.Header.Set("Content-Type", MediaRaw)
+	req.Header.Set(ArgsHeader, string(a))
+	return c.result(req, nil, nil)
+}
+
+// Escaped: a name with '/', '?' or '#' must reach the server as that name
+// (and be refused as unknown), not as another route or a shorter name.
+func callPath(agent, tool string) string {
+	return "/v1/agents/" + url.PathEscape(agent) + "/tools/" + url.PathEscape(tool) + "/call"
+}
+
+func (c *Client) result(req *http.Request, stdout, stderr io.Writer) (*gateway.Result, error) {
 	resp, err := c.do(req)
 	if err != nil {
 		return nil, err

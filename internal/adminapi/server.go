@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/approval"
@@ -24,6 +25,13 @@ import (
 // DefaultMaxBody bounds a request body: a write of the largest allowed file,
 // JSON-escaped, fits.
 const DefaultMaxBody = 160 << 20
+
+// MediaRaw is a call's Content-Type when its body is raw input bytes and its
+// arguments are the JSON in ArgsHeader.
+const MediaRaw = "application/octet-stream"
+
+// ArgsHeader carries a raw call's arguments (a JSON object).
+const ArgsHeader = "Toolgate-Args"
 
 // AgentStatus is one row of `toolgate agents`.
 type AgentStatus struct {
@@ -111,6 +119,10 @@ func remoteHost(r *http.Request) string {
 }
 
 func (s *Server) call(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Content-Type") == MediaRaw {
+		s.rawCall(w, r)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody()))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -134,17 +146,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 		Via:     gateway.ViaAdmin,
 	}
 	if r.Header.Get("Accept") != wire.MediaNDJSON {
-		res, err := s.Gateway.Handle(r.Context(), call, nil)
-		if err != nil {
-			status, e := wire.ErrorFor(err)
-			if e.ID == "" {
-				e.ID = call.ID
-			}
-			wire.WriteError(w, status, e)
-			return
-		}
-		w.Header().Set("Toolgate-Call-Id", call.ID)
-		wire.WriteJSON(w, res)
+		s.answer(w, r, call, nil)
 		return
 	}
 	// Streamed: output frames as produced, then the result. The decision is
@@ -152,6 +154,40 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 	out := wire.NewLazy(w, call, nil)
 	res, err := s.Gateway.Handle(r.Context(), call, out.Streams(nil))
 	out.Finish(res, err)
+}
+
+// rawCall is a call whose arguments are in the ArgsHeader and whose body is
+// the call's input as bytes (a write's content, an exec's stdin): it streams
+// to the tool, never held or encoded as JSON. The tool bounds it (a write
+// states its size, at most limits.maxWrite).
+func (s *Server) rawCall(w http.ResponseWriter, r *http.Request) {
+	args := []byte(strings.TrimSpace(r.Header.Get(ArgsHeader)))
+	if len(args) == 0 {
+		args = []byte("{}")
+	}
+	call := &gateway.Call{
+		Agent:   r.PathValue("agent"),
+		Tool:    r.PathValue("tool"),
+		Args:    args,
+		Session: r.Header.Get("Toolgate-Session"),
+		Via:     gateway.ViaAdmin,
+	}
+	s.answer(w, r, call, &gateway.Streams{Stdin: r.Body})
+}
+
+// answer runs a call and writes its result, or its error, as one JSON body.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, call *gateway.Call, streams *gateway.Streams) {
+	res, err := s.Gateway.Handle(r.Context(), call, streams)
+	if err != nil {
+		status, e := wire.ErrorFor(err)
+		if e.ID == "" {
+			e.ID = call.ID
+		}
+		wire.WriteError(w, status, e)
+		return
+	}
+	w.Header().Set("Toolgate-Call-Id", call.ID)
+	wire.WriteJSON(w, res)
 }
 
 func (s *Server) agents(w http.ResponseWriter, r *http.Request) {

@@ -1,13 +1,15 @@
 package cli
 
 import (
-	"encoding/base64"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/internal/adminapi"
 )
 
 func newWriteCmd(g *globals) *cobra.Command {
@@ -17,15 +19,19 @@ func newWriteCmd(g *globals) *cobra.Command {
 		Example: "  toolgate write demo notes/a.txt < a.txt",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := io.ReadAll(os.Stdin)
+			// The content streams as the request body, its size and SHA-256
+			// stated first: memory stays constant whatever the file's size.
+			in, size, sum, done, err := seekableInput(os.Stdin)
 			if err != nil {
 				return err
 			}
-			call := map[string]any{"path": args[1], "content": string(b)}
-			if !utf8.Valid(b) {
-				call["content"], call["encoding"] = base64.StdEncoding.EncodeToString(b), "base64"
+			defer done()
+			c, err := adminapi.Dial(g.home)
+			if err != nil {
+				return err
 			}
-			res, err := callTool(cmd, g, args[0], "write", call, false)
+			call := map[string]any{"path": args[1], "size": size, "sha256": hex.EncodeToString(sum)}
+			res, err := c.CallRaw(cmd.Context(), args[0], "write", call, in, size)
 			if err != nil {
 				return err
 			}
@@ -33,4 +39,37 @@ func newWriteCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// seekableInput returns f's content from where it stands, with its size and
+// SHA-256. A pipe is first copied to a temporary file (removed by done), so
+// the size and digest can go before the bytes.
+func seekableInput(f *os.File) (r io.Reader, size int64, sum []byte, done func(), err error) {
+	done = func() {}
+	if st, serr := f.Stat(); serr != nil || !st.Mode().IsRegular() {
+		tmp, err := os.CreateTemp("", "toolgate-write-*")
+		if err != nil {
+			return nil, 0, nil, done, fmt.Errorf("standard input is not a file, and keeping it in a temporary file failed: %w", err)
+		}
+		done = func() { tmp.Close(); os.Remove(tmp.Name()) }
+		if _, err := io.Copy(tmp, f); err != nil {
+			return nil, 0, nil, done, fmt.Errorf("reading standard input: %w", err)
+		}
+		if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+			return nil, 0, nil, done, err
+		}
+		f = tmp
+	}
+	start, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, 0, nil, done, err
+	}
+	h := sha256.New()
+	if size, err = io.Copy(h, f); err != nil {
+		return nil, 0, nil, done, fmt.Errorf("reading standard input: %w", err)
+	}
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		return nil, 0, nil, done, err
+	}
+	return io.LimitReader(f, size), size, h.Sum(nil), done, nil
 }

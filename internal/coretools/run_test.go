@@ -124,7 +124,7 @@ func TestWrite(t *testing.T) {
 		if name == "../outside.txt" {
 			want = "/outside.txt"
 		}
-		if out.Path != want || out.Bytes != len(content) || h.get(want) != content {
+		if out.Path != want || out.Bytes != int64(len(content)) || h.get(want) != content {
 			t.Errorf("write %q: %+v, file %q", name, out, h.get(want))
 		}
 	}

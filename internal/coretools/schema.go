@@ -25,9 +25,11 @@ const WriteSchema = `{
   "properties": {
     "path": {"type": "string", "minLength": 1, "description": "File path; relative paths are relative to the workspace."},
     "content": {"type": "string", "description": "The whole new content."},
-    "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "How content is encoded (default utf-8)."}
+    "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "How content is encoded (default utf-8)."},
+    "size": {"type": "integer", "minimum": 0, "description": "Only for content sent as a raw request body (the admin API): its byte count, instead of content."},
+    "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "Only with size: the raw body's SHA-256 in hex; the file is replaced only when the body matches."}
   },
-  "required": ["path", "content"],
+  "required": ["path"],
   "additionalProperties": false
 }`
 

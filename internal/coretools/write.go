@@ -3,9 +3,13 @@ package coretools
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/toolgate/toolgate/internal/gateway"
 )
@@ -18,27 +22,34 @@ type writeArgs struct {
 	Path     string  `json:"path"`
 	Content  *string `json:"content"`
 	Encoding string  `json:"encoding"`
+	// Size and SHA256 stand for content sent as the call's raw body (the
+	// admin API's application/octet-stream): the bytes never become JSON.
+	Size   *int64 `json:"size"`
+	SHA256 string `json:"sha256"`
 }
 
 // WriteOutput is the result body of `write`.
 type WriteOutput struct {
 	Path  string `json:"path"`
-	Bytes int    `json:"bytes"`
+	Bytes int64  `json:"bytes"`
 }
 
 func (*Write) Name() string       { return "write" }
 func (*Write) Kind() gateway.Kind { return gateway.KindCore }
 
-// parse returns the arguments and the bytes to write.
+// parse returns the arguments and the bytes to write (none for a raw body).
 func (t *Write) parse(raw json.RawMessage, agent string) (*writeArgs, []byte, error) {
 	var a writeArgs
 	if err := decodeArgs("write", raw, &a); err != nil {
 		return nil, nil, err
 	}
+	max := t.limitsOf(agent).MaxWrite
+	if a.Size != nil || a.SHA256 != "" {
+		return &a, nil, checkRawBody(&a, max)
+	}
 	if a.Content == nil {
 		return nil, nil, fmt.Errorf("write: content is required (use \"\" for an empty file)")
 	}
-	max := t.limitsOf(agent).MaxWrite
 	var data []byte
 	switch a.Encoding {
 	case "", "utf-8":
@@ -63,11 +74,33 @@ func (t *Write) parse(raw json.RawMessage, agent string) (*writeArgs, []byte, er
 	return &a, data, nil
 }
 
+// checkRawBody checks the facts of content sent as a raw body.
+func checkRawBody(a *writeArgs, max int64) error {
+	switch {
+	case a.Content != nil || a.Encoding != "":
+		return fmt.Errorf("write: size and sha256 describe content sent as the raw request body; content and encoding cannot be given with them")
+	case a.Size == nil || a.SHA256 == "":
+		return fmt.Errorf("write: size and sha256 go together (the raw body's byte count and its SHA-256 in hex)")
+	case *a.Size < 0:
+		return fmt.Errorf("write: size is a byte count; got %d", *a.Size)
+	case *a.Size > max:
+		return fmt.Errorf("write: content is %d bytes, over the write limit of %d bytes (limits.maxWrite)", *a.Size, max)
+	}
+	if b, err := hex.DecodeString(a.SHA256); err != nil || len(b) != sha256.Size || strings.ToLower(a.SHA256) != a.SHA256 {
+		return fmt.Errorf("write: sha256 must be 64 lowercase hex digits; got %q", a.SHA256)
+	}
+	return nil
+}
+
 // writePrepared is what Prepare keeps in Call.Prepared: a large body is
-// decoded once per call, not again by Run and AuditArgs.
+// decoded once per call, not again by Run and AuditArgs. raw: the content
+// is the call's stdin, of size bytes with digest sum.
 type writePrepared struct {
 	args *writeArgs
 	data []byte
+	raw  bool
+	size int64
+	sum  [sha256.Size]byte
 }
 
 func (t *Write) Prepare(call *gateway.Call, agent gateway.AgentInfo) error {
@@ -78,7 +111,14 @@ func (t *Write) Prepare(call *gateway.Call, agent gateway.AgentInfo) error {
 	if call.Path, err = resolvePath("path", a.Path, agent); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
-	call.Prepared = &writePrepared{args: a, data: data}
+	p := &writePrepared{args: a, data: data}
+	if a.Size != nil {
+		p.raw, p.size = true, *a.Size
+		_, _ = hex.Decode(p.sum[:], []byte(a.SHA256))
+	} else {
+		p.size, p.sum = int64(len(data)), sha256.Sum256(data)
+	}
+	call.Prepared = p
 	return nil
 }
 
@@ -89,20 +129,49 @@ func (t *Write) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv
 	if !ok || call.Path == "" {
 		return nil, errNotPrepared
 	}
-	data := p.data
 	if env.Sandbox == nil {
 		return nil, errNoSandbox
 	}
+	content := io.Reader(bytes.NewReader(p.data))
+	if p.raw {
+		if env.IO == nil || env.IO.Stdin == nil {
+			return nil, fmt.Errorf("write: size and sha256 describe content sent as the raw request body (admin API, Content-Type: application/octet-stream); this call has none")
+		}
+		content = env.IO.Stdin
+	}
 	defer t.lock(call.Agent, call.Path)()
-	if err := env.Sandbox.WriteFile(ctx, call.Path, data); err != nil {
+	if err := writeContent(ctx, env.Sandbox, call.Path, content, p); err != nil {
 		return nil, fmt.Errorf("write %s: %w", call.Path, err)
 	}
-	return &gateway.Result{Output: &WriteOutput{Path: call.Path, Bytes: len(data)}}, nil
+	return &gateway.Result{Output: &WriteOutput{Path: call.Path, Bytes: p.size}}, nil
 }
 
-// AuditArgs keeps the content's size (decoded, for base64), never the content.
+// writeContent streams when the sandbox can; otherwise it holds the content
+// (at most the write limit) and checks it against the stated size and digest.
+func writeContent(ctx context.Context, sb gateway.Sandbox, path string, r io.Reader, p *writePrepared) error {
+	if sw, ok := sb.(gateway.StreamWriter); ok {
+		return sw.WriteFileFrom(ctx, path, r, p.size, p.sum)
+	}
+	data := p.data
+	if p.raw {
+		var err error
+		if data, err = io.ReadAll(io.LimitReader(r, p.size+1)); err != nil {
+			return fmt.Errorf("reading the content: %w", err)
+		}
+		if int64(len(data)) != p.size || sha256.Sum256(data) != p.sum {
+			return fmt.Errorf("the content is not the stated %d bytes with SHA-256 %x; the file was left as it was", p.size, p.sum)
+		}
+	}
+	return sb.WriteFile(ctx, path, data)
+}
+
+// AuditArgs keeps the content's size (decoded, for base64), never the
+// content; a raw body's size and SHA-256 are kept as they were stated.
 func (*Write) AuditArgs(call *gateway.Call) json.RawMessage {
 	if p, ok := call.Prepared.(*writePrepared); ok {
+		if p.raw {
+			return call.Args // path, size and sha256: small, and what the sandbox enforces
+		}
 		m := map[string]any{"path": p.args.Path, "content": map[string]int{"bytes": len(p.data)}}
 		if p.args.Encoding != "" {
 			m["encoding"] = p.args.Encoding

@@ -132,6 +132,14 @@ type Sandbox interface {
 	WriteFile(ctx context.Context, path string, data []byte) error
 }
 
+// StreamWriter is a Sandbox that replaces a file from a stream without
+// holding it: the content is r's first size bytes, and the file is replaced
+// only when they are exactly size bytes with that SHA-256. A Sandbox
+// without it gets the content buffered through WriteFile.
+type StreamWriter interface {
+	WriteFileFrom(ctx context.Context, path string, r io.Reader, size int64, sha256 [32]byte) error
+}
+
 // ExecSpec describes one process to run in a sandbox.
 type ExecSpec struct {
 	Argv    []string

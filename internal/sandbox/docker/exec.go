@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -293,16 +292,12 @@ func (s *Sandbox) killCall(ctx context.Context, callID string) {
 // run executes a short helper argv (mkdir, mv, kill …) and returns its exit
 // code and bounded stderr. Stdout goes to stdout (nil: kept with stderr).
 // The warm executor runs it when there is one, else a bare Engine exec.
-func (s *Sandbox) run(ctx context.Context, argv []string, stdin []byte, stdout io.Writer) (int, string, error) {
+func (s *Sandbox) run(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) (int, string, error) {
 	errBuf := &hostexec.CapWriter{Max: 4096}
 	if stdout == nil {
 		stdout = errBuf
 	}
-	var in io.Reader
-	if stdin != nil {
-		in = bytes.NewReader(stdin)
-	}
-	out, err := s.viaExecutor(ctx, &proto.ExecRequest{Argv: argv, CallID: gateway.NewID()}, in, stdout, errBuf, 0)
+	out, err := s.viaExecutor(ctx, &proto.ExecRequest{Argv: argv, CallID: gateway.NewID()}, stdin, stdout, errBuf, 0)
 	if err == nil {
 		return out.ExitCode, errBuf.Stderr(), nil
 	}
@@ -313,7 +308,7 @@ func (s *Sandbox) run(ctx context.Context, argv []string, stdin []byte, stdout i
 }
 
 // runEngine is run through a bare Engine exec.
-func (s *Sandbox) runEngine(ctx context.Context, argv []string, stdin []byte, stdout io.Writer, errBuf *hostexec.CapWriter) (int, string, error) {
+func (s *Sandbox) runEngine(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer, errBuf *hostexec.CapWriter) (int, string, error) {
 	execID, att, err := s.start(ctx, client.ExecCreateOptions{
 		Cmd: argv, AttachStdin: stdin != nil, AttachStdout: true, AttachStderr: true,
 	})
@@ -323,7 +318,7 @@ func (s *Sandbox) runEngine(ctx context.Context, argv []string, stdin []byte, st
 	defer att.Close()
 	if stdin != nil {
 		go func() {
-			_, _ = att.Conn.Write(stdin)
+			_, _ = io.Copy(att.Conn, stdin)
 			_ = att.CloseWrite()
 		}()
 	}

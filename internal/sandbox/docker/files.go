@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"io"
 
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/sandbox/hostexec"
@@ -31,4 +32,16 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte) error {
 	}
 	defer s.calls.leave()
 	return hostexec.WriteFile(ctx, s.run, p, data)
+}
+
+// WriteFileFrom is WriteFile with the content streamed (hostexec.WriteFileFrom).
+func (s *Sandbox) WriteFileFrom(ctx context.Context, p string, r io.Reader, size int64, sum [32]byte) error {
+	if err := hostexec.CheckAbs(p); err != nil {
+		return err
+	}
+	if err := s.calls.enter(ctx); err != nil {
+		return err
+	}
+	defer s.calls.leave()
+	return hostexec.WriteFileFrom(ctx, s.run, p, r, size, sum)
 }

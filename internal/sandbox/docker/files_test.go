@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -30,9 +31,9 @@ func TestWriteCutShortLeavesFileUnchanged(t *testing.T) {
 	argv := []string{proto.ClientPath, "put", "/workspace/f.txt", strconv.Itoa(len(want)), hex.EncodeToString(sum[:])}
 	paths := map[string]func(stdin []byte) (int, string, error){
 		"engine": func(in []byte) (int, string, error) {
-			return sb.runEngine(ctx, argv, in, nil, &hostexec.CapWriter{Max: 4096})
+			return sb.runEngine(ctx, argv, bytes.NewReader(in), nil, &hostexec.CapWriter{Max: 4096})
 		},
-		"executor": func(in []byte) (int, string, error) { return sb.run(ctx, argv, in, nil) },
+		"executor": func(in []byte) (int, string, error) { return sb.run(ctx, argv, bytes.NewReader(in), nil) },
 	}
 	for name, run := range paths {
 		for _, tc := range []struct{ input, err string }{

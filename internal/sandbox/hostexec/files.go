@@ -20,8 +20,8 @@ import (
 
 // Runner runs a short helper argv in a sandbox (the backend's warm
 // executor, else its own exec) and returns its exit code and bounded
-// stderr. Stdout goes to stdout (nil: kept with stderr).
-type Runner func(ctx context.Context, argv []string, stdin []byte, stdout io.Writer) (code int, stderr string, err error)
+// stderr. Stdin is nil for none; stdout goes to stdout (nil: kept with stderr).
+type Runner func(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) (code int, stderr string, err error)
 
 // maxFileHeader bounds the header line `toolgate-client get` prints first.
 const maxFileHeader = 256
@@ -64,16 +64,26 @@ func ReadFile(ctx context.Context, run Runner, p string, limit int64) (*gateway.
 // cut short (a gateway crash) leaves the old file, not a truncated one. No
 // shell is involved, so any file name is safe.
 func WriteFile(ctx context.Context, run Runner, p string, data []byte) error {
+	return WriteFileFrom(ctx, run, p, bytes.NewReader(data), int64(len(data)), sha256.Sum256(data))
+}
+
+// WriteFileFrom is WriteFile with the content streamed from r, whose size and
+// SHA-256 the caller states: the sandbox's put replaces the file only when it
+// received exactly those bytes, so nothing here holds the content. At most
+// size+1 bytes are taken from r — one more than stated makes put refuse.
+func WriteFileFrom(ctx context.Context, run Runner, p string, r io.Reader, size int64, sum [sha256.Size]byte) error {
 	if err := CheckAbs(p); err != nil {
 		return err
 	}
-	sum := sha256.Sum256(data)
-	return argvIO(ctx, run, "write "+p, data, io.Discard, proto.ClientPath, "put", path.Clean(p),
-		strconv.Itoa(len(data)), hex.EncodeToString(sum[:]))
+	if size < 0 {
+		return fmt.Errorf("write %s: negative size %d", p, size)
+	}
+	return argvIO(ctx, run, "write "+p, io.LimitReader(r, size+1), io.Discard, proto.ClientPath, "put", path.Clean(p),
+		strconv.FormatInt(size, 10), hex.EncodeToString(sum[:]))
 }
 
 // argvIO runs a helper command and turns a failure into an error naming what.
-func argvIO(ctx context.Context, run Runner, what string, stdin []byte, stdout io.Writer, argv ...string) error {
+func argvIO(ctx context.Context, run Runner, what string, stdin io.Reader, stdout io.Writer, argv ...string) error {
 	code, stderr, err := run(ctx, argv, stdin, stdout)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)

@@ -1,0 +1,113 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// TestWriteRawBodyStreams: a write whose content is the admin API's raw body
+// (size and SHA-256 in the arguments) lands byte for byte through the warm
+// executor; a body that is not what was stated — other bytes, cut short,
+// longer — leaves the file as it was; a size over limits.maxWrite is refused
+// before any byte is taken; the audit keeps path, size and digest. The CLI's
+// write uses this path, from a file and from a pipe, and prints an integer.
+func TestWriteRawBodyStreams(t *testing.T) {
+	e := newEnv(t, "raw")
+	a := e.agents[0]
+	ctx := context.Background()
+	content := make([]byte, 3<<20+17)
+	_, _ = rand.Read(content)
+	sum := sha256.Sum256(content)
+	args := func(size int) map[string]any {
+		return map[string]any{"path": "bin/raw.dat", "size": size, "sha256": hex.EncodeToString(sum[:])}
+	}
+	res, err := e.c.CallRaw(ctx, a, "write", args(len(content)), bytes.NewReader(content), int64(len(content)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(out(res, "bytes")); got != fmt.Sprint(len(content)) {
+		t.Errorf("write answered bytes %s, want %d", got, len(content))
+	}
+	digest := func() string {
+		res, err := e.call(a, "exec", map[string]any{"argv": []string{"sha256sum", "/workspace/bin/raw.dat"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := out(res, "stdout").(string)
+		return strings.Fields(s + " -")[0]
+	}
+	if got := digest(); got != hex.EncodeToString(sum[:]) {
+		t.Fatalf("file in the sandbox has sha256 %s, want %x", got, sum)
+	}
+
+	other := bytes.ToUpper(content)
+	for name, body := range map[string][]byte{
+		"other bytes": other,
+		"cut short":   content[:len(content)/2],
+		"longer":      append(append([]byte{}, content...), 'x'),
+	} {
+		// Chunked (size -1): the client does not hold the body to its length.
+		if _, err := e.c.CallRaw(ctx, a, "write", args(len(content)), bytes.NewReader(body), -1); err == nil {
+			t.Errorf("%s: write succeeded", name)
+		}
+		if got := digest(); got != hex.EncodeToString(sum[:]) {
+			t.Errorf("%s: the file changed (sha256 %s)", name, got)
+		}
+	}
+	_, err = e.c.CallRaw(ctx, a, "write", args(16<<20+1), bytes.NewReader(content), -1)
+	if err == nil || !strings.Contains(err.Error(), "over the write limit of 16777216 bytes") {
+		t.Errorf("over maxWrite: %v", err)
+	}
+
+	var found bool
+	for _, en := range e.entries(audit.Filter{Agent: a, Tool: "write"}) {
+		if en.Phase == gateway.PhaseDecision && strings.Contains(string(en.Args), hex.EncodeToString(sum[:])) &&
+			strings.Contains(string(en.Args), fmt.Sprintf(`"size":%d`, len(content))) && strings.Contains(string(en.Args), "raw.dat") {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no audit decision entry with the write's path, size and sha256")
+	}
+	e.verify()
+
+	toolgate, _ := testenv.Binaries(t)
+	src := t.TempDir() + "/src.dat"
+	if err := os.WriteFile(src, content[:1<<20], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for name, stdin := range map[string]any{"file": f, "pipe": bytes.NewReader(content[:1<<20])} {
+		cmd := exec.Command(toolgate, "write", a, "bin/raw.dat")
+		cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+		switch in := stdin.(type) {
+		case *os.File:
+			cmd.Stdin = in
+		case *bytes.Reader:
+			cmd.Stdin = in // not an *os.File: exec gives the process a pipe
+		}
+		o, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(o), "wrote 1048576 bytes to /workspace/bin/raw.dat") {
+			t.Errorf("CLI write from a %s: %v %q", name, err, o)
+		}
+		if got, want := digest(), sha256.Sum256(content[:1<<20]); got != hex.EncodeToString(want[:]) {
+			t.Errorf("CLI write from a %s: file sha256 %s", name, got)
+		}
+	}
+}
