@@ -84,6 +84,49 @@ func (c *Client) CallRaw(ctx context.Context, agent, tool string, args any, body
 	return c.result(req, nil, nil)
 }
 
+// CallRawOut runs a tool whose output is bytes (a read with encoding raw)
+// and copies them to w as they come; the outcome follows them.
+func (c *Client) CallRawOut(ctx context.Context, agent, tool string, args any, w io.Writer) (*gateway.Result, error) {
+	body, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	req, err := c.request(ctx, http.MethodPost, callPath(agent, tool), body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", MediaRaw)
+	resp, err := c.do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, readError(resp)
+	}
+	if resp.Header.Get("Content-Type") != MediaRaw {
+		return nil, fmt.Errorf("bad response from daemon: %s where bytes were asked for", resp.Header.Get("Content-Type"))
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return nil, err
+	}
+	var outcome struct {
+		Result *gateway.Result `json:"result"`
+		Error  *wire.Error     `json:"error"`
+	}
+	dec := json.NewDecoder(strings.NewReader(resp.Trailer.Get(ResultTrailer)))
+	dec.UseNumber()
+	switch err := dec.Decode(&outcome); {
+	case err != nil:
+		return nil, errors.New("the daemon's answer ended without its outcome (daemon restarted?)")
+	case outcome.Error != nil:
+		return nil, outcome.Error
+	case outcome.Result == nil:
+		return nil, errors.New("the daemon's answer ended without its outcome")
+	}
+	return outcome.Result, nil
+}
+
 // Escaped: a name with '/', '?' or '#' must reach the server as that name
 // (and be refused as unknown), not as another route or a shorter name.
 func callPath(agent, tool string) string {

@@ -33,6 +33,9 @@ const MediaRaw = "application/octet-stream"
 // ArgsHeader carries a raw call's arguments (a JSON object).
 const ArgsHeader = "Toolgate-Args"
 
+// ResultTrailer ends a raw answer (Accept: MediaRaw) with its outcome.
+const ResultTrailer = "Toolgate-Result"
+
 // AgentStatus is one row of `toolgate agents`.
 type AgentStatus struct {
 	Agent     string    `json:"agent"`
@@ -145,7 +148,12 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 		Session: r.Header.Get("Toolgate-Session"),
 		Via:     gateway.ViaAdmin,
 	}
-	if r.Header.Get("Accept") != wire.MediaNDJSON {
+	switch r.Header.Get("Accept") {
+	case MediaRaw:
+		s.rawAnswer(w, r, call, nil)
+		return
+	case wire.MediaNDJSON:
+	default:
 		s.answer(w, r, call, nil)
 		return
 	}
@@ -172,7 +180,68 @@ func (s *Server) rawCall(w http.ResponseWriter, r *http.Request) {
 		Session: r.Header.Get("Toolgate-Session"),
 		Via:     gateway.ViaAdmin,
 	}
+	if r.Header.Get("Accept") == MediaRaw {
+		s.rawAnswer(w, r, call, r.Body)
+		return
+	}
 	s.answer(w, r, call, &gateway.Streams{Stdin: r.Body})
+}
+
+// rawAnswer runs a call whose output is bytes (a read with encoding raw):
+// they are the response body as the tool writes them, and the outcome
+// follows in the ResultTrailer, {"result":…} or {"error":…}. A call that
+// fails before its first byte is answered as any other, with its status.
+func (s *Server) rawAnswer(w http.ResponseWriter, r *http.Request, call *gateway.Call, stdin io.Reader) {
+	out := &rawBody{w: w, call: call}
+	res, err := s.Gateway.Handle(r.Context(), call, &gateway.Streams{Stdin: stdin, Stdout: out})
+	if !out.started {
+		if err != nil {
+			status, e := wire.ErrorFor(err)
+			if e.ID == "" {
+				e.ID = call.ID
+			}
+			wire.WriteError(w, status, e)
+			return
+		}
+		out.start()
+	}
+	var outcome struct {
+		Result *gateway.Result `json:"result,omitempty"`
+		Error  *wire.Error     `json:"error,omitempty"`
+	}
+	if err != nil {
+		_, outcome.Error = wire.ErrorFor(err)
+		if outcome.Error.ID == "" {
+			outcome.Error.ID = call.ID
+		}
+	} else {
+		outcome.Result = res
+	}
+	b, _ := json.Marshal(outcome)
+	w.Header().Set(ResultTrailer, string(b))
+}
+
+// rawBody sends the status and headers with the first byte.
+type rawBody struct {
+	w       http.ResponseWriter
+	call    *gateway.Call
+	started bool
+}
+
+func (b *rawBody) start() {
+	b.started = true
+	h := b.w.Header()
+	h.Set("Content-Type", MediaRaw)
+	h.Set("Toolgate-Call-Id", b.call.ID)
+	h.Set("Trailer", ResultTrailer)
+	b.w.WriteHeader(http.StatusOK)
+}
+
+func (b *rawBody) Write(p []byte) (int, error) {
+	if !b.started {
+		b.start()
+	}
+	return b.w.Write(p)
 }
 
 // answer runs a call and writes its result, or its error, as one JSON body.

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/internal/adminapi"
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
@@ -28,21 +28,21 @@ func newReadCmd(g *globals) *cobra.Command {
 				call["limit"] = limit
 			}
 			if raw {
-				call["encoding"] = "base64"
+				// Bytes as they come, straight to stdout: memory stays
+				// constant whatever the file's size.
+				call["encoding"] = "raw"
+				c, err := adminapi.Dial(g.home)
+				if err != nil {
+					return err
+				}
+				_, err = c.CallRawOut(cmd.Context(), args[0], "read", call, os.Stdout)
+				return err
 			}
 			res, err := callTool(cmd, g, args[0], "read", call, false)
 			if err != nil {
 				return cliHint(err)
 			}
 			content, _ := output(res, "content").(string)
-			if raw {
-				b, err := base64.StdEncoding.DecodeString(content)
-				if err != nil {
-					return err
-				}
-				_, err = os.Stdout.Write(b)
-				return err
-			}
 			fmt.Print(content)
 			if t, _ := output(res, "truncated").(bool); t {
 				fmt.Fprintln(os.Stderr, "toolgate: output truncated at the read size limit")

@@ -83,3 +83,33 @@ func TestWriteAuditArgsKeepSizeAndDigest(t *testing.T) {
 		}
 	}
 }
+
+// TestReadRaw: a raw read streams the file's bytes to the caller's stdout
+// and answers their size and SHA-256; over the read cap it is refused
+// before a byte is written; a caller without a byte stream is told so.
+func TestReadRaw(t *testing.T) {
+	h := newHarness(t, config.Limits{MaxReadFile: 16})
+	content := "bin\x00ary\xff\n"
+	h.put("/workspace/b.bin", content)
+	var out strings.Builder
+	res, err := h.call("read", `{"path":"b.bin","encoding":"raw"}`, &gateway.Streams{Stdout: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(content))
+	if o := res.Output.(*ReadOutput); out.String() != content || o.Size != int64(len(content)) || o.SHA256 != hex.EncodeToString(sum[:]) || o.Content != "" {
+		t.Fatalf("streamed %q, answered %+v", out.String(), o)
+	}
+	h.put("/workspace/big.bin", strings.Repeat("x", 17))
+	out.Reset()
+	if _, err := h.call("read", `{"path":"big.bin","encoding":"raw"}`, &gateway.Streams{Stdout: &out}); err == nil ||
+		!strings.Contains(err.Error(), "file is 17 bytes, over the read cap of 16 bytes (limits.maxReadFile)") || out.Len() != 0 {
+		t.Errorf("over the cap: %v, streamed %d bytes", err, out.Len())
+	}
+	if _, err := h.call("read", `{"path":"b.bin","encoding":"raw"}`, nil); err == nil || !strings.Contains(err.Error(), "takes none") {
+		t.Errorf("no byte stream: %v", err)
+	}
+	if _, err := h.prepare("read", `{"path":"b.bin","encoding":"raw","limit":3}`); err == nil || !strings.Contains(err.Error(), "do not apply to raw reads") {
+		t.Errorf("raw with limit: %v", err)
+	}
+}

@@ -3,9 +3,13 @@ package coretools
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -34,6 +38,8 @@ type ReadOutput struct {
 	// reachable with offset, and Lines.Total counts only the kept part.
 	Truncated bool   `json:"truncated"`
 	Encoding  string `json:"encoding,omitempty"`
+	// SHA256 is the digest of the bytes a raw read streamed.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // LineWindow says which lines a read returned: From..To of Total, 1-based,
@@ -54,12 +60,12 @@ func (t *Read) parse(raw json.RawMessage) (*readArgs, error) {
 	}
 	switch a.Encoding {
 	case "", "utf-8":
-	case "base64":
+	case "base64", "raw":
 		if a.Offset != nil || a.Limit != nil {
-			return nil, fmt.Errorf("read: offset and limit count lines and do not apply to base64 reads")
+			return nil, fmt.Errorf("read: offset and limit count lines and do not apply to %s reads", a.Encoding)
 		}
 	default:
-		return nil, fmt.Errorf("read: encoding must be \"utf-8\" or \"base64\", got %q", a.Encoding)
+		return nil, fmt.Errorf("read: encoding must be \"utf-8\", \"base64\" or \"raw\", got %q", a.Encoding)
 	}
 	if a.Offset != nil && *a.Offset < 1 {
 		return nil, fmt.Errorf("read: offset is the first line, 1-based; got %d", *a.Offset)
@@ -96,6 +102,9 @@ func (t *Read) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 		return nil, errNoSandbox
 	}
 	capBytes := t.limitsOf(call.Agent).MaxReadFile
+	if a.Encoding == "raw" {
+		return readRaw(ctx, call, env, capBytes)
+	}
 	f, err := env.Sandbox.ReadFile(ctx, call.Path, capBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", call.Path, err)
@@ -135,6 +144,58 @@ func (t *Read) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 	}
 	out.Content, out.Lines = content, &win
 	return &gateway.Result{Output: out}, nil
+}
+
+// readRaw streams the whole file to the caller's stdout as bytes, refused
+// before the first byte when it is over the read cap. The result and the
+// audit (the call's detail) keep its size and SHA-256.
+func readRaw(ctx context.Context, call *gateway.Call, env *gateway.RunEnv, capBytes int64) (*gateway.Result, error) {
+	if env.IO == nil || env.IO.Stdout == nil {
+		return nil, fmt.Errorf("read: encoding raw streams bytes, and this caller takes none (use base64)")
+	}
+	check := func(f *gateway.File) error {
+		if f.Size > capBytes {
+			return fmt.Errorf("read %s: file is %d bytes, over the read cap of %d bytes (limits.maxReadFile)", call.Path, f.Size, capBytes)
+		}
+		return nil
+	}
+	h := sha256.New()
+	counted := &countWriter{w: io.MultiWriter(env.IO.Stdout, h)}
+	if sr, ok := env.Sandbox.(gateway.StreamReader); ok {
+		if _, err := sr.ReadFileTo(ctx, call.Path, capBytes, check, counted); err != nil {
+			return nil, err
+		}
+	} else {
+		f, err := env.Sandbox.ReadFile(ctx, call.Path, capBytes)
+		if err == nil {
+			err = check(f)
+		}
+		if err == nil {
+			_, err = counted.Write(f.Data)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	detail := maps.Clone(call.Detail)
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	detail["bytes"], detail["sha256"] = counted.n, sum
+	call.Detail = detail // the result entry's: the decision entry is already written
+	return &gateway.Result{Output: &ReadOutput{Path: call.Path, Size: counted.n, Encoding: "raw", SHA256: sum}}, nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // BinaryHint ends the error of a text read of a binary file; the CLI

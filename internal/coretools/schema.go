@@ -12,7 +12,7 @@ const ReadSchema = `{
     "path": {"type": "string", "minLength": 1, "description": "File path; relative paths are relative to the workspace."},
     "offset": {"type": "integer", "minimum": 1, "description": "First line to return, 1-based (default 1)."},
     "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to return (default: to the end, up to the read cap)."},
-    "encoding": {"type": "string", "enum": ["utf-8", "base64"], "description": "utf-8 (default) refuses binary files; base64 returns any file whole."}
+    "encoding": {"type": "string", "enum": ["utf-8", "base64", "raw"], "description": "utf-8 (default) refuses binary files; base64 returns any file whole; raw streams it as bytes (only where the caller takes a byte stream: the admin API with Accept: application/octet-stream)."}
   },
   "required": ["path"],
   "additionalProperties": false

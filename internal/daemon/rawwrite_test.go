@@ -111,3 +111,65 @@ func TestWriteRawBodyStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestReadRawStreams: a raw read streams the file's bytes through the warm
+// executor to the admin API's caller, with the outcome (size, SHA-256) after
+// them and in the audit's result entry; a file over limits.maxReadFile is
+// refused before a byte; `toolgate read --binary` prints the bytes.
+func TestReadRawStreams(t *testing.T) {
+	e := newEnv(t, "rawread")
+	a := e.agents[0]
+	ctx := context.Background()
+	content := make([]byte, 3<<20+5)
+	_, _ = rand.Read(content)
+	sum := sha256.Sum256(content)
+	put := func(p string, b []byte) {
+		s := sha256.Sum256(b)
+		if _, err := e.c.CallRaw(ctx, a, "write", map[string]any{"path": p, "size": len(b), "sha256": hex.EncodeToString(s[:])}, bytes.NewReader(b), int64(len(b))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("r.bin", content)
+	var got bytes.Buffer
+	res, err := e.c.CallRawOut(ctx, a, "read", map[string]any{"path": "r.bin", "encoding": "raw"}, &got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), content) || fmt.Sprint(out(res, "sha256")) != hex.EncodeToString(sum[:]) || fmt.Sprint(out(res, "size")) != fmt.Sprint(len(content)) {
+		t.Fatalf("read %d bytes (equal: %v), result %v", got.Len(), bytes.Equal(got.Bytes(), content), res.Output)
+	}
+
+	put("big.bin", make([]byte, 10<<20+1))
+	got.Reset()
+	if _, err := e.c.CallRawOut(ctx, a, "read", map[string]any{"path": "big.bin", "encoding": "raw"}, &got); err == nil ||
+		!strings.Contains(err.Error(), "over the read cap of 10485760 bytes") || got.Len() != 0 {
+		t.Errorf("over maxReadFile: %v, %d bytes streamed", err, got.Len())
+	}
+	if _, err := e.c.CallRawOut(ctx, a, "read", map[string]any{"path": "nope.bin", "encoding": "raw"}, &got); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("missing file: %v", err)
+	}
+
+	var found bool
+	for _, en := range e.entries(audit.Filter{Agent: a, Tool: "read"}) {
+		if en.Phase == gateway.PhaseResult && fmt.Sprint(en.Detail["sha256"]) == hex.EncodeToString(sum[:]) {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no audit result entry with the read's sha256")
+	}
+	e.verify()
+
+	toolgate, _ := testenv.Binaries(t)
+	cmd := exec.Command(toolgate, "read", "--binary", a, "r.bin")
+	cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+	o, err := cmd.Output()
+	if err != nil || !bytes.Equal(o, content) {
+		t.Errorf("CLI read --binary: %v, %d bytes (equal: %v)", err, len(o), bytes.Equal(o, content))
+	}
+	cmd = exec.Command(toolgate, "read", a, "r.bin")
+	cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+	if o, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(o), "read it with --binary") {
+		t.Errorf("CLI text read of a binary file: %v %q", err, o)
+	}
+}

@@ -140,6 +140,14 @@ type StreamWriter interface {
 	WriteFileFrom(ctx context.Context, path string, r io.Reader, size int64, sha256 [32]byte) error
 }
 
+// StreamReader is a Sandbox that streams a file to w without holding it:
+// check sees the file's size and mode (File without Data) before any byte
+// is written and refuses the read by returning an error; at most limit
+// bytes (limit < 0: all) follow.
+type StreamReader interface {
+	ReadFileTo(ctx context.Context, path string, limit int64, check func(*File) error, w io.Writer) (*File, error)
+}
+
 // ExecSpec describes one process to run in a sandbox.
 type ExecSpec struct {
 	Argv    []string

@@ -45,3 +45,15 @@ func (s *Sandbox) WriteFileFrom(ctx context.Context, p string, r io.Reader, size
 	defer s.calls.leave()
 	return hostexec.WriteFileFrom(ctx, s.run, p, r, size, sum)
 }
+
+// ReadFileTo is ReadFile streamed to w (hostexec.ReadFileTo).
+func (s *Sandbox) ReadFileTo(ctx context.Context, p string, limit int64, check func(*gateway.File) error, w io.Writer) (*gateway.File, error) {
+	if err := hostexec.CheckAbs(p); err != nil {
+		return nil, err
+	}
+	if err := s.calls.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.calls.leave()
+	return hostexec.ReadFileTo(ctx, s.run, p, limit, check, w)
+}

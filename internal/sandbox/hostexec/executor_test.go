@@ -3,6 +3,9 @@ package hostexec
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -146,4 +149,93 @@ func FuzzReadFrames(f *testing.F) {
 			t.Fatalf("more output than input: %d+%d > %d", o.Len(), e.Len(), len(in))
 		}
 	})
+}
+
+// FuzzFastFrameAgrees: the fast path takes a line only when the strict
+// decoder reads it as the same frame.
+func FuzzFastFrameAgrees(f *testing.F) {
+	for _, s := range []string{`{"stdout":"aGk="}`, `{"stderr":""}`, `{"stdout":"aGk=","stderr":"aGk="}`,
+		`{"stdout":"aG\rk="}`, `{"stdout":"aGk\/"}`, `{"stdout":"aGk"}`, `{"stdout":"aGk=" }`} {
+		f.Add([]byte(s + "\n"))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		fast := fastOutputFrame(line)
+		if fast == nil {
+			return
+		}
+		slow, err := decodeExecFrame(line)
+		if err != nil {
+			t.Fatalf("fast path took %q, the decoder refuses it: %v", line, err)
+		}
+		if !bytes.Equal(fast.Stdout, slow.Stdout) || !bytes.Equal(fast.Stderr, slow.Stderr) ||
+			(fast.Stdout == nil) != (slow.Stdout == nil) || (fast.Stderr == nil) != (slow.Stderr == nil) || slow.Exit != nil {
+			t.Fatalf("%q: fast %+v, decoder %+v", line, fast, slow)
+		}
+	})
+}
+
+// BenchmarkOutputFrame: one full output frame (proto.ExecChunk bytes) read
+// by the fast path beside the JSON decoder it replaces for such frames.
+//
+//	go test ./internal/sandbox/hostexec -run '^$' -bench OutputFrame
+func BenchmarkOutputFrame(b *testing.B) {
+	chunk := bytes.Repeat([]byte{0, 1, 2, 0xff, 'a'}, proto.ExecChunk/5)
+	line, _ := json.Marshal(proto.ExecFrame{Stdout: chunk})
+	line = append(line, '\n')
+	for name, parse := range map[string]func([]byte) (*proto.ExecFrame, error){
+		"fast":    parseExecFrame,
+		"decoder": decodeExecFrame,
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(chunk)))
+			for b.Loop() {
+				if fr, err := parse(line); err != nil || len(fr.Stdout) != len(chunk) {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestReadFileToChecksBeforeBytes: a streamed read passes the sandbox's
+// bytes on only after its header was read and accepted; a refused header, a
+// malformed one, or more bytes than the limit fail the read, and a refusal
+// is the error the caller sees, not the helper's lost output.
+func TestReadFileToChecksBeforeBytes(t *testing.T) {
+	answer := func(out string) Runner {
+		return func(_ context.Context, _ []string, _ io.Reader, w io.Writer) (int, string, error) {
+			for i := 0; i < len(out); i += 3 { // in pieces, as frames come
+				if _, err := w.Write([]byte(out[i:min(i+3, len(out))])); err != nil {
+					return 0, "", err
+				}
+			}
+			return 0, "", nil
+		}
+	}
+	refuse := errors.New("too big")
+	for _, tc := range []struct {
+		name, out, want, err string
+		limit                int64
+		check                func(*gateway.File) error
+	}{
+		{"ok", `{"size":5,"mode":420}` + "\nhello", "hello", "", -1, nil},
+		{"refused", `{"size":5,"mode":420}` + "\nhello", "", "too big", -1, func(*gateway.File) error { return refuse }},
+		{"no header", "hello", "", "malformed", -1, nil},
+		{"bad header", `{"size":-1}` + "\nhello", "", "malformed", -1, nil},
+		{"unknown field", `{"size":5,"x":1}` + "\nhello", "", "malformed", -1, nil},
+		{"over limit", `{"size":5,"mode":420}` + "\nhello", "", "more than 4 bytes", 4, nil},
+		{"long header", strings.Repeat(" ", 300) + `{"size":5}` + "\nhello", "", "malformed", -1, nil},
+	} {
+		var out bytes.Buffer
+		f, err := ReadFileTo(context.Background(), answer(tc.out), "/workspace/f", tc.limit, tc.check, &out)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || (tc.name == "refused" && out.Len() != 0) {
+				t.Errorf("%s: %v (wrote %q), want %q", tc.name, err, out.String(), tc.err)
+			}
+			continue
+		}
+		if err != nil || out.String() != tc.want || f.Size != 5 || f.Mode != 420 {
+			t.Errorf("%s: %v %+v %q", tc.name, err, f, out.String())
+		}
+	}
 }

@@ -57,6 +57,92 @@ func ReadFile(ctx context.Context, run Runner, p string, limit int64) (*gateway.
 	return &gateway.File{Path: p, Size: h.Size, Mode: h.Mode, Data: data}, nil
 }
 
+// ReadFileTo streams a file read as ReadFile reads it to w: check sees the
+// file's header (size, mode) before any byte goes to w, and refuses the
+// read by returning an error. At most limit bytes (limit < 0: all) are
+// written; the returned File has no Data.
+func ReadFileTo(ctx context.Context, run Runner, p string, limit int64, check func(*gateway.File) error, w io.Writer) (*gateway.File, error) {
+	if err := CheckAbs(p); err != nil {
+		return nil, err
+	}
+	argv := []string{proto.ClientPath, "get", p}
+	if limit >= 0 {
+		argv = append(argv, strconv.FormatInt(limit, 10))
+	}
+	fs := &fileStream{path: p, limit: limit, check: check, w: w}
+	err := argvIO(ctx, run, "read "+p, nil, fs, argv...)
+	if fs.err != nil { // ours, not the lost connection it caused
+		return nil, fs.err
+	}
+	if err != nil {
+		return nil, err
+	}
+	if fs.file == nil {
+		return nil, fmt.Errorf("read %s: malformed answer from the sandbox", p)
+	}
+	return fs.file, nil
+}
+
+// fileStream parses the header `toolgate-client get` prints, then passes
+// at most limit bytes on. Any failure is kept and fails every later write,
+// which ends the helper.
+type fileStream struct {
+	path  string
+	limit int64
+	check func(*gateway.File) error
+	w     io.Writer
+	head  []byte
+	file  *gateway.File
+	sent  int64
+	err   error
+}
+
+func (s *fileStream) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n := len(p)
+	if s.file == nil {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 || len(s.head)+i > maxFileHeader {
+			if len(s.head)+len(p) > maxFileHeader {
+				return 0, s.fail(fmt.Errorf("read %s: malformed answer from the sandbox", s.path))
+			}
+			s.head = append(s.head, p...)
+			return n, nil
+		}
+		s.head = append(s.head, p[:i]...)
+		p = p[i+1:]
+		var h proto.FileHeader
+		dec := json.NewDecoder(bytes.NewReader(s.head))
+		dec.DisallowUnknownFields()
+		if dec.Decode(&h) != nil || dec.More() || h.Size < 0 {
+			return 0, s.fail(fmt.Errorf("read %s: malformed answer from the sandbox", s.path))
+		}
+		s.file = &gateway.File{Path: s.path, Size: h.Size, Mode: h.Mode}
+		if s.check != nil {
+			if err := s.check(s.file); err != nil {
+				return 0, s.fail(err)
+			}
+		}
+	}
+	if s.limit >= 0 && s.sent+int64(len(p)) > s.limit {
+		return 0, s.fail(fmt.Errorf("read %s: malformed answer from the sandbox (more than %d bytes)", s.path, s.limit))
+	}
+	if len(p) > 0 {
+		if _, err := s.w.Write(p); err != nil {
+			return 0, s.fail(err)
+		}
+		s.sent += int64(len(p))
+	}
+	return n, nil
+}
+
+func (s *fileStream) fail(err error) error {
+	s.err = err
+	return err
+}
+
 // WriteFile atomically replaces a file through `toolgate-client put` run
 // inside the sandbox as its user: parents created, the content written to a
 // temporary file beside the target, synced and renamed over it; an existing
