@@ -46,14 +46,12 @@ func (m *Manager) BuildDefaultImage(ctx context.Context, tag string, force bool)
 // Engine as tag. It does nothing when tag exists with the profile's
 // current version unless force. It reports whether it built.
 func (m *Manager) BuildImage(ctx context.Context, tag string, p rootfs.Profile, env rootfs.Env, force bool) (bool, error) {
-	if !force {
-		current, err := m.imageVersion(ctx, tag)
-		if err != nil {
-			return false, err
-		}
-		if current == p.Version() {
-			return false, nil
-		}
+	old, current, err := m.imageVersion(ctx, tag)
+	if err != nil {
+		return false, err
+	}
+	if !force && current == p.Version() {
+		return false, nil
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(p.Write(ctx, env, pw)) }()
@@ -68,21 +66,26 @@ func (m *Manager) BuildImage(ctx context.Context, tag string, p rootfs.Profile, 
 	if err := drainProgress(resp); err != nil {
 		return false, fmt.Errorf("importing image %s: %w", tag, err)
 	}
+	if old != "" {
+		// The image the tag left, hundreds of MB for an agent profile. Not
+		// forced: one a container still runs, or another tag names, stays.
+		_, _ = m.cli.ImageRemove(ctx, old, client.ImageRemoveOptions{})
+	}
 	return true, nil
 }
 
-// imageVersion is the profile version label of image ref: "" when the
-// image is missing or has none (built before images were labelled, or
-// not by toolgate), so BuildImage makes it anew.
-func (m *Manager) imageVersion(ctx context.Context, ref string) (string, error) {
+// imageVersion is the id and profile version label of image ref: the
+// version is "" when the image is missing or has none (built before images
+// were labelled, or not by toolgate), so BuildImage makes it anew.
+func (m *Manager) imageVersion(ctx context.Context, ref string) (id, version string, err error) {
 	res, err := m.cli.ImageList(ctx, client.ImageListOptions{Filters: make(client.Filters).Add("reference", ref)})
 	if err != nil {
-		return "", fmt.Errorf("listing images: %w", err)
+		return "", "", fmt.Errorf("listing images: %w", err)
 	}
 	if len(res.Items) == 0 {
-		return "", nil
+		return "", "", nil
 	}
-	return res.Items[0].Labels[LabelProfileVersion], nil
+	return res.Items[0].ID, res.Items[0].Labels[LabelProfileVersion], nil
 }
 
 // drainProgress reads the Engine's JSON progress stream and returns the

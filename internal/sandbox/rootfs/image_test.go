@@ -156,3 +156,44 @@ func TestOwnImageNeedsNothingButMounts(t *testing.T) {
 		t.Fatalf("read back: %v %+v", err, f)
 	}
 }
+
+// A rebuilt image does not leave the one it replaces behind (an agent
+// profile's is hundreds of MB), unless a container still uses it.
+func TestRebuildRemovesTheReplacedImage(t *testing.T) {
+	testenv.NeedDocker(t)
+	if _, err := os.Stat(rootfs.BusyboxPath); err != nil {
+		t.Skip(err)
+	}
+	ctx := context.Background()
+	m, err := docker.New(ctx, docker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tag := fmt.Sprintf("toolgate/rebuild:test-%d", os.Getpid())
+	t.Cleanup(func() { _, _ = m.Client().ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true}) })
+	p, _ := rootfs.Lookup("default")
+	id := func() string {
+		img, err := m.Client().ImageInspect(ctx, tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img.ID
+	}
+	if _, err := m.BuildImage(ctx, tag, p, rootfs.Env{}, true); err != nil {
+		t.Fatal(err)
+	}
+	first := id()
+	if built, err := m.BuildImage(ctx, tag, p, rootfs.Env{}, false); err != nil || built {
+		t.Fatalf("a current image was rebuilt: %v %v", built, err)
+	}
+	if _, err := m.BuildImage(ctx, tag, p, rootfs.Env{}, true); err != nil {
+		t.Fatal(err)
+	}
+	if second := id(); second == first {
+		t.Fatal("the forced rebuild kept the same image")
+	}
+	if _, err := m.Client().ImageInspect(ctx, first); err == nil {
+		t.Errorf("the replaced image %s is still there", first)
+	}
+}
