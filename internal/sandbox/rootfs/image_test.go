@@ -171,7 +171,9 @@ func TestRebuildRemovesTheReplacedImage(t *testing.T) {
 	}
 	defer m.Close()
 	tag := fmt.Sprintf("toolgate/rebuild:test-%d", os.Getpid())
-	t.Cleanup(func() { _, _ = m.Client().ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true}) })
+	t.Cleanup(func() {
+		_, _ = m.Client().ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true})
+	})
 	p, _ := rootfs.Lookup("default")
 	id := func() string {
 		img, err := m.Client().ImageInspect(ctx, tag)
