@@ -30,7 +30,8 @@ func newPolicyCmd(g *globals) *cobra.Command {
 directly (so a change can be tested before it is loaded); --live asks the running daemon.`,
 		Example: `  toolgate policy eval --agent demo --tool exec --args '{"command":"rm -rf /"}'
   toolgate policy eval --agent demo --kind hook --tool Bash --args '{"command":"rm -rf /"}'
-  toolgate policy eval --agent demo --kind egress --args '{"target":"pypi.org:443"}'`,
+  toolgate policy eval --agent demo --kind egress --args '{"target":"pypi.org:443"}'
+  toolgate policy eval --agent demo --kind model --tool scripted --args '{"endpoint":"messages","model":"scripted"}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			call, err := evalCall(agent, gateway.Kind(kind), tool, json.RawMessage(args))
@@ -67,7 +68,7 @@ directly (so a change can be tested before it is loaded); --live asks the runnin
 	}
 	eval.Flags().StringVar(&agent, "agent", "", "agent name")
 	eval.Flags().StringVar(&tool, "tool", "", "tool name (read, write, patch, exec, a plugin tool, or Claude Code's tool with --kind hook)")
-	eval.Flags().StringVar(&kind, "kind", "", "call kind: core_tool or tool (from --tool when omitted), hook (args are Claude Code's tool_input), egress (args {\"target\":\"host:port\"}), model")
+	eval.Flags().StringVar(&kind, "kind", "", "call kind: core_tool or tool (from --tool when omitted), hook (args are Claude Code's tool_input), egress (args {\"target\":\"host:port\"}), model (--tool PROVIDER, args {\"endpoint\":\"messages\",\"model\":…,\"max_tokens\":…})")
 	eval.Flags().StringVar(&args, "args", "{}", "the call's arguments as a JSON object")
 	eval.Flags().BoolVar(&live, "live", false, "ask the running daemon instead of reading the config file")
 	_ = eval.MarkFlagRequired("agent")
