@@ -102,9 +102,19 @@ func (s *Server) admin(next http.HandlerFunc) http.Handler {
 }
 
 // RecordRefusal audits a request refused for its token as a denied attempt
-// with no agent. Other routes on the host listener (MCP) use it too.
+// with no agent.
 func (s *Server) RecordRefusal(r *http.Request, reason string) {
-	call := &gateway.Call{Kind: gateway.KindAdmin, Tool: r.Method + " " + r.URL.Path, Via: gateway.ViaAdmin,
+	s.recordRefusal(r, reason, gateway.ViaAdmin)
+}
+
+// RefusalsVia records refusals like RecordRefusal for another route on the
+// host listeners (MCP, the dashboard), under its own entry point.
+func (s *Server) RefusalsVia(via string) func(r *http.Request, reason string) {
+	return func(r *http.Request, reason string) { s.recordRefusal(r, reason, via) }
+}
+
+func (s *Server) recordRefusal(r *http.Request, reason, via string) {
+	call := &gateway.Call{Kind: gateway.KindAdmin, Tool: r.Method + " " + r.URL.Path, Via: via,
 		Detail: map[string]any{"remote": r.RemoteAddr}}
 	err := s.Gateway.Refuse(remoteHost(r), call, gateway.Decision{Rule: "auth.token", Reason: reason})
 	if errors.Is(err, gateway.ErrAuditUnavailable) {

@@ -216,9 +216,9 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 			Store: agentloop.NewStore(agentloop.SessionsDir(opts.Home)), Config: d.config, HasKey: d.hasKey})}
 	host := http.NewServeMux()
 	host.Handle("GET /metrics", d.metrics.Handler())
-	host.Handle("/mcp", auth.Require(tokens, auth.ScopeMCP, mcp.RouteOptions(api.RecordRefusal))(d.door.Handler(mcp.TokenIdentity)))
+	host.Handle("/mcp", auth.Require(tokens, auth.ScopeMCP, mcp.RouteOptions(api.RefusalsVia(mcp.Via)))(d.door.Handler(mcp.TokenIdentity)))
 	d.dash = dashboard.New(dashboard.Options{Tokens: tokens, Index: d.index, Agents: d.status, Config: d.config,
-		Approvals: d.approvals, OnRefuse: api.RecordRefusal, Logger: log})
+		Approvals: d.approvals, OnRefuse: api.RefusalsVia("dashboard"), Logger: log})
 	host.Handle(dashboard.Prefix, d.dash.Handler())
 	host.Handle("/", api.Handler())
 	if err := d.listen(host, cfg); err != nil {

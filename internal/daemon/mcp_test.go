@@ -88,14 +88,34 @@ func TestMCPDoorOnHostListener(t *testing.T) {
 	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*sdk.TextContent).Text, "no recursive removal") {
 		t.Fatalf("denied exec over MCP: %v %+v", err, res)
 	}
+	// A tool the identity is not offered is a denial on the record, as on
+	// the other doors, not an unrecorded "unknown tool".
+	res, err = cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "teleport", Arguments: map[string]any{"to": "mars"}})
+	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(*sdk.TextContent).Text, "denied by mcp.unoffered") {
+		t.Fatalf("unoffered tool over MCP: %v %+v", err, res)
+	}
 	var viaMCP int
 	for _, en := range e.entries(audit.Filter{Agent: a}) {
 		if en.Via == "mcp" {
 			viaMCP++
 		}
 	}
-	if viaMCP != 3 { // decision + result of the allowed call, one denial
+	if viaMCP != 4 { // decision + result of the allowed call, two denials
 		t.Fatalf("%d audit entries via mcp", viaMCP)
+	}
+	if got := e.entries(audit.Filter{Agent: a, Tool: "teleport"}); len(got) != 1 || got[0].Rule != "mcp.unoffered" || got[0].Decision != "deny" {
+		t.Fatalf("unoffered call on record: %+v", got)
+	}
+	// A bad token on /mcp is on record as refused at the MCP door.
+	req, _ := http.NewRequest("POST", "http://"+addr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Authorization", "Bearer tg_wrong")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 {
+		t.Fatalf("bad token on /mcp: %v %v", err, resp)
+	} else {
+		resp.Body.Close()
+	}
+	if got := e.entries(audit.Filter{Type: "admin"}); len(got) != 1 || got[0].Via != "mcp" || got[0].Rule != "auth.token" {
+		t.Fatalf("refusal on /mcp: %+v", got)
 	}
 	// A skills token cannot call tools; an admin token is not an MCP token.
 	if sk, err := connect(auth.ScopeSkills, ""); err == nil {

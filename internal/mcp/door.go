@@ -405,7 +405,7 @@ func (d *Door) door(id Identity) *identityDoor {
 		SubscribeHandler:   idd.subscribe,
 		UnsubscribeHandler: func(context.Context, *sdk.UnsubscribeRequest) error { return nil },
 	})
-	server.AddReceivingMiddleware(checkResourceURIs)
+	server.AddReceivingMiddleware(checkResourceURIs, d.refuseUnoffered(idd))
 	idd.server = server
 	idd.handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return server },
 		&sdk.StreamableHTTPOptions{SessionTimeout: d.opts.SessionTimeout, MaxRequestBodyBytes: d.opts.MaxBody})
@@ -510,6 +510,37 @@ func (d *Door) callTool(agent string) sdk.ToolHandler {
 		}
 		res, err := d.gw.Handle(ctx, call, nil)
 		return toResult(call, res, err), nil
+	}
+}
+
+// refuseUnoffered puts a tools/call of a tool this identity is not offered
+// on the record as a denial, as the other doors record a call policy
+// refuses, instead of letting the SDK answer "unknown tool" unrecorded.
+// The call never reaches the pipeline's execution.
+func (d *Door) refuseUnoffered(idd *identityDoor) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			r, ok := req.(*sdk.CallToolRequest)
+			if !ok || r.Params == nil {
+				return next(ctx, method, req)
+			}
+			idd.mu.Lock()
+			_, offered := idd.tools[r.Params.Name]
+			idd.mu.Unlock()
+			if offered {
+				return next(ctx, method, req)
+			}
+			call := &gateway.Call{Agent: idd.id.Agent, Kind: gateway.KindTool, Tool: r.Params.Name, Args: r.Params.Arguments, Via: Via}
+			if t, ok := d.gw.Snapshot().Tools[r.Params.Name]; ok {
+				call.Kind = t.Kind()
+			}
+			if r.Session != nil {
+				call.Session = r.Session.ID()
+			}
+			reason := fmt.Sprintf("tool %q is not offered to this identity over MCP", r.Params.Name)
+			err := d.gw.Refuse(idd.id.Agent, call, gateway.Decision{Rule: "mcp.unoffered", Reason: reason})
+			return toResult(call, nil, err), nil
+		}
 	}
 }
 

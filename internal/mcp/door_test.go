@@ -84,10 +84,16 @@ func TestDenialIsToolError(t *testing.T) {
 	if len(es) != 1 || es[0].Decision != "deny" || es[0].Rule != "no-forbidden" || es[0].Via != Via {
 		t.Fatalf("audit %+v", es)
 	}
-	// A tool the agent may not see is not callable either: b has no echo.
+	// A tool the agent may not see is not callable either (b has no echo),
+	// and the attempt is a denial on the record, as on the other doors.
 	b := f.mustConnect(t, f.token(t, auth.ScopeMCP, "b"))
-	if _, err := b.CallTool(context.Background(), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"argv": []string{"x"}}}); err == nil {
-		t.Fatal("agent b called a tool it is not offered")
+	res, err = b.CallTool(context.Background(), &sdk.CallToolParams{Name: "echo", Arguments: map[string]any{"argv": []string{"x"}}})
+	if err != nil || !res.IsError || !strings.Contains(callText(res), "denied by mcp.unoffered") {
+		t.Fatalf("agent b calling a tool it is not offered: %v %+v", err, res)
+	}
+	es = f.auditEntries(t, "echo")
+	if len(es) != 2 || es[1].Agent != "b" || es[1].Decision != "deny" || es[1].Rule != "mcp.unoffered" || es[1].Via != Via {
+		t.Fatalf("audit %+v", es)
 	}
 }
 
