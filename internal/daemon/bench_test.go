@@ -2,10 +2,14 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"github.com/toolgate/toolgate/internal/testenv/timing"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -128,3 +132,71 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 type discard struct{}
 
 func (discard) Append(*gateway.Entry) error { return nil }
+
+// BenchmarkLargeFile compares, whole command against whole command on the
+// same container, `toolgate write` and `toolgate read --binary` of a 16 MiB
+// file with `docker cp` of it in and out (the goal: no slower).
+//
+//	go test ./internal/daemon -run '^$' -bench LargeFile -benchtime 10x
+func BenchmarkLargeFile(b *testing.B) {
+	e := newEnv(b, "large")
+	a := e.agents[0]
+	e.writeConfig("")
+	cfg, err := os.ReadFile(e.cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg = []byte(strings.ReplaceAll(string(cfg), "maxWrite: 16m", "maxWrite: 64m, maxReadFile: 64m"))
+	if err := os.WriteFile(e.cfg, cfg, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	if err := e.d.Reload(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	toolgate, _ := testenv.Binaries(b)
+	dir := b.TempDir()
+	src := filepath.Join(dir, "big.bin")
+	data := make([]byte, 16<<20)
+	_, _ = rand.Read(data)
+	if err := os.WriteFile(src, data, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	id := e.containerID(a)
+	cli := func(stdin string, args ...string) error {
+		cmd := exec.Command(toolgate, args...)
+		cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+		if stdin != "" {
+			f, err := os.Open(stdin)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			cmd.Stdin = f
+		}
+		if out, err := cmd.CombinedOutput(); err != nil && len(out) < 1000 {
+			return fmt.Errorf("%v: %s", err, out)
+		} else if err != nil {
+			return err
+		}
+		return nil
+	}
+	b.Run("toolgate-write-16MiB", func(b *testing.B) {
+		timing.Run(b, func() error { return cli(src, "write", a, "big.bin") })
+	})
+	b.Run("docker-cp-in-16MiB", func(b *testing.B) {
+		timing.Run(b, func() error { return exec.Command("docker", "cp", src, id+":/workspace/big2.bin").Run() })
+	})
+	b.Run("toolgate-read-16MiB", func(b *testing.B) {
+		timing.Run(b, func() error {
+			cmd := exec.Command(toolgate, "read", "--binary", a, "big.bin")
+			cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+			cmd.Stdout = io.Discard
+			return cmd.Run()
+		})
+	})
+	b.Run("docker-cp-out-16MiB", func(b *testing.B) {
+		timing.Run(b, func() error {
+			return exec.Command("docker", "cp", id+":/workspace/big.bin", filepath.Join(dir, "out.bin")).Run()
+		})
+	})
+}
