@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
-ensure_packages docker.io busybox-static iproute2 git mmdebstrap chromium
+ensure_packages docker.io busybox-static iproute2 git mmdebstrap chromium postgresql
 # The agent images take their CLIs from npm (any Node.js install will do).
 command -v npm >/dev/null || ensure_packages npm
 ensure_dockerd

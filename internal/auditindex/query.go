@@ -40,19 +40,28 @@ type Hit struct {
 // window that ends before it starts).
 var ErrBadQuery = errors.New("bad query")
 
-// Find runs q, oldest first (or newest first with q.Newest).
-func (x *Index) Find(q Query) ([]Hit, error) {
+// Check refuses a query out of range and fills in the default limit; the
+// fleet store (auditpg) takes the same queries.
+func (q *Query) Check() error {
 	if q.Limit == 0 {
 		q.Limit = 100
 	}
 	if q.Limit < 0 || q.Limit > MaxLimit {
-		return nil, fmt.Errorf("%w: limit %d is not between 1 and %d", ErrBadQuery, q.Limit, MaxLimit)
+		return fmt.Errorf("%w: limit %d is not between 1 and %d", ErrBadQuery, q.Limit, MaxLimit)
 	}
 	if q.After < 0 {
-		return nil, fmt.Errorf("%w: after %d is negative", ErrBadQuery, q.After)
+		return fmt.Errorf("%w: after %d is negative", ErrBadQuery, q.After)
 	}
 	if !q.Since.IsZero() && !q.Until.IsZero() && q.Until.Before(q.Since) {
-		return nil, fmt.Errorf("%w: until is before since", ErrBadQuery)
+		return fmt.Errorf("%w: until is before since", ErrBadQuery)
+	}
+	return nil
+}
+
+// Find runs q, oldest first (or newest first with q.Newest).
+func (x *Index) Find(q Query) ([]Hit, error) {
+	if err := q.Check(); err != nil {
+		return nil, err
 	}
 	var where []string
 	var args []any

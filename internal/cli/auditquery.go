@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,7 +12,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/auditindex"
+	"github.com/toolgate/toolgate/internal/auditpg"
+	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/secrets"
 )
 
 // openIndex opens the audit index beside the log and catches it up, so an
@@ -33,6 +38,7 @@ func newAuditQueryCmd(g *globals) *cobra.Command {
 		since  sinceFlag
 		until  string
 		format string
+		fleet  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "query [--agent A] [--tool T] [--decision deny] [--since 2h] [--text WORDS] …",
@@ -41,7 +47,12 @@ func newAuditQueryCmd(g *globals) *cobra.Command {
 JSON-lines log; the log stays the source of truth (audit verify checks it). The
 index is caught up before answering. Pages: --limit N (default 100, at most
 10000) and --after SEQ, the seq of the last entry of the previous page (printed
-in json output and as the first column of text output).`,
+in json output and as the first column of text output).
+
+--all-gateways answers from the fleet database (gateway.audit.postgres) that
+every gateway of the fleet copies its log into, with the same filters; each
+row shows its gateway id, and --after takes the first column (N, the fleet's
+arrival order).`,
 		Example: `  toolgate audit query --agent demo --decision deny --since 2h --tool exec
   toolgate audit query --session S --format json | jq .
   toolgate audit query --text "rm -rf" --newest --limit 20`,
@@ -57,6 +68,9 @@ in json output and as the first column of text output).`,
 					return fmt.Errorf("--until: %q is not an RFC 3339 time (e.g. 2026-12-01T08:00:00Z)", until)
 				}
 				q.Until = t
+			}
+			if fleet {
+				return queryFleet(cmd, g, q, format)
 			}
 			dir, err := g.auditDir()
 			if err != nil {
@@ -105,7 +119,57 @@ in json output and as the first column of text output).`,
 	f.Int64Var(&q.After, "after", 0, "continue after this seq (from the previous page)")
 	f.BoolVar(&q.Newest, "newest", false, "newest first")
 	f.StringVar(&format, "format", "text", "text or json (one JSON object per line: seq and entry)")
+	f.BoolVar(&fleet, "all-gateways", false, "every gateway's entries, from the fleet database (gateway.audit.postgres)")
 	return cmd
+}
+
+// queryFleet answers q from the fleet database named in the configuration.
+func queryFleet(cmd *cobra.Command, g *globals, q auditindex.Query, format string) error {
+	cfg, err := config.Load(g.home, g.configPath())
+	if err != nil {
+		return err
+	}
+	if cfg.Gateway.Audit.Postgres == nil {
+		return fmt.Errorf("--all-gateways reads the fleet database, and gateway.audit.postgres is not configured")
+	}
+	store, err := secrets.Load(g.home, cfg.Secrets)
+	if err != nil {
+		return err
+	}
+	dsn, err := auditpg.ExpandDSN(cfg.Gateway.Audit.Postgres.DSN, store)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
+	defer cancel()
+	s, err := auditpg.Open(ctx, dsn, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	hits, err := s.Find(ctx, q)
+	if err != nil {
+		if errors.Is(err, auditindex.ErrBadQuery) {
+			return err
+		}
+		return fmt.Errorf("fleet database %s: %w", auditpg.Redact(cfg.Gateway.Audit.Postgres.DSN), err)
+	}
+	out := cmd.OutOrStdout()
+	for _, h := range hits {
+		if format == "json" {
+			b, err := json.Marshal(h)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(out, string(b))
+			continue
+		}
+		fmt.Fprintf(out, "%-7d %-20s ", h.N, h.Gateway)
+		if err := printEntryTo(out, h.Entry); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func newAuditReindexCmd(g *globals) *cobra.Command {

@@ -104,6 +104,17 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "audit postgres",
+			yaml: "gateway:\n  audit:\n    postgres: {}\n",
+			want: []string{`c.yaml:3: gateway.audit.postgres.dsn: required: the fleet database, e.g. postgres://toolgate:{{secret:pg_password}}@db.internal:5432/toolgate`},
+		},
+		{
+			// The DSN is never quoted back: it may hold a password.
+			name: "audit postgres not a DSN",
+			yaml: "gateway:\n  audit:\n    postgres: {dsn: 'mysql:hunter2@db'}\n",
+			want: []string{`c.yaml:3: gateway.audit.postgres.dsn: not a connection string: a postgres:// URL or key=value pairs (host=… dbname=…)`},
+		},
+		{
 			name: "shared workspace",
 			yaml: "agents:\n  a: {workspace: /srv/w}\n  b: {workspace: /srv/w/}\n",
 			want: []string{`c.yaml:3: agents.b.workspace: /srv/w is also the workspace of agent a`},

@@ -21,6 +21,11 @@ gateway:
     dir: HOME/logs              # audit.jsonl lives here
     maxFileBytes: 64m           # rotate (keeping the hash chain) beyond this
     maxArgBytes: 1024           # longer argument strings are cut, with a marker
+    # A fleet's gateways can also copy their logs into one PostgreSQL
+    # (toolgate audit query --all-gateways); the password from a host secret
+    # granted to agents ["*"] and tools [audit.postgres].
+    # postgres:
+    #   dsn: postgres://toolgate:{{secret:pg_password}}@db.internal:5432/toolgate
   # Model providers agents reach through the model door: the sandbox gets a
   # base URL and a placeholder key, the gateway adds the real key (set it with
   # toolgate secrets set anthropic_key < key.txt; grant it to the provider),

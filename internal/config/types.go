@@ -55,6 +55,17 @@ type Audit struct {
 	Dir          string `yaml:"dir"`                        // default HOME/logs
 	MaxFileBytes int64  `yaml:"maxFileBytes" config:"size"` // rotate when exceeded; default 64 MiB
 	MaxArgBytes  int    `yaml:"maxArgBytes" config:"size"`  // strings longer than this are cut; default 1024
+	// Postgres, when set, also copies the log into a fleet database that
+	// several gateways share (package auditpg); the files stay the truth.
+	Postgres *AuditPostgres `yaml:"postgres"`
+}
+
+// AuditPostgres names the fleet database.
+type AuditPostgres struct {
+	// DSN is a postgres:// URL or key=value connection string; the password
+	// belongs in a host secret, {{secret:NAME}}, granted to agent "*" and
+	// tool audit.postgres.
+	DSN string `yaml:"dsn"`
 }
 
 // Agent is one agent: its sandbox, its tools and its rules.

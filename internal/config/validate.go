@@ -139,6 +139,16 @@ func (d *decoder) gateway(c *Config) {
 	d.positive("gateway.audit.maxArgBytes", int64(g.Audit.MaxArgBytes))
 	g.Audit.MaxFileBytes = or(g.Audit.MaxFileBytes, DefaultAuditFile)
 	g.Audit.MaxArgBytes = or(g.Audit.MaxArgBytes, DefaultMaxArgBytes)
+	if pg := g.Audit.Postgres; pg != nil {
+		const path = "gateway.audit.postgres.dsn"
+		// Never quote the DSN back: it may hold a password.
+		switch dsn := strings.TrimSpace(pg.DSN); {
+		case dsn == "":
+			d.errorf(d.at("gateway.audit.postgres"), path, "required: the fleet database, e.g. postgres://toolgate:{{secret:pg_password}}@db.internal:5432/toolgate")
+		case !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") && !strings.Contains(dsn, "="):
+			d.errorf(d.at(path), path, "not a connection string: a postgres:// URL or key=value pairs (host=… dbname=…)")
+		}
+	}
 }
 
 func (d *decoder) plugins(ps map[string]Plugin) {

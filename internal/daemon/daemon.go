@@ -25,6 +25,7 @@ import (
 	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/auditindex"
+	"github.com/toolgate/toolgate/internal/auditpg"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/connlimit"
@@ -40,6 +41,7 @@ import (
 	"github.com/toolgate/toolgate/internal/ratelimit"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
+	"github.com/toolgate/toolgate/internal/secrets"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
@@ -84,6 +86,13 @@ type Daemon struct {
 	indexDone chan struct{}
 	// dash is the web dashboard at /ui on the same listeners.
 	dash *dashboard.Dashboard
+	// fleet copies the audit log into the fleet's Postgres
+	// (gateway.audit.postgres); nil when not configured.
+	fleet     *auditpg.Store
+	fleetStop context.CancelFunc
+	fleetDone chan struct{}
+	// gatewayID names this gateway's chain in the fleet database.
+	gatewayID string
 	// metrics are served at /metrics on the admin socket and TCP listener.
 	metrics *metrics.Metrics
 	// rates count calls against the agents' rate limits; they outlive a
@@ -181,6 +190,10 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: mgr, BoundArgs: d.bounder.Bound, Logger: log, AsyncResults: true,
 		Approvals: d.approvals, Limiter: d.rates, Observer: d.metrics}, built.Snapshot)
 	d.followIndex(cfg.Gateway.Audit.Dir)
+	if err := d.followFleet(cfg, built.Secrets); err != nil {
+		d.close()
+		return nil, err
+	}
 
 	nofile, err := connlimit.Nofile()
 	if err != nil {
@@ -469,12 +482,12 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	if err := d.gw.Wait(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("calls still running at shutdown; their results are not recorded: %w", err))
 	}
-	errs = append(errs, d.closeHooks(), d.audit.Close(), d.stopIndex(), d.docker.Close(), d.lock.Close())
+	errs = append(errs, d.closeHooks(), d.audit.Close(), d.stopIndex(), d.stopFleet(), d.docker.Close(), d.lock.Close())
 	return errors.Join(errs...)
 }
 
 func (d *Daemon) close() error {
-	return errors.Join(d.closeEntryPoints(), d.closeHooks(), d.audit.Close(), d.stopIndex(), d.docker.Close())
+	return errors.Join(d.closeEntryPoints(), d.closeHooks(), d.audit.Close(), d.stopIndex(), d.stopFleet(), d.docker.Close())
 }
 
 // closeHooks saves the hook server's dedup state a last time.
@@ -530,6 +543,61 @@ func (d *Daemon) stopIndex() error {
 	return d.index.Close()
 }
 
+// fleetPoll is how often the fleet copy looks for new audit entries.
+const fleetPoll = 500 * time.Millisecond
+
+// followFleet starts copying the audit log into the fleet database when
+// gateway.audit.postgres is set. Only a DSN that cannot be used at all stops
+// the start; an unreachable database is the follower's to wait out, and
+// calls never wait for it.
+func (d *Daemon) followFleet(cfg *config.Config, store *secrets.Store) error {
+	id, err := auditpg.GatewayID(cfg.Home)
+	if err != nil {
+		return err
+	}
+	d.gatewayID = id
+	pg := cfg.Gateway.Audit.Postgres
+	if pg == nil {
+		return nil
+	}
+	dsn, err := auditpg.ExpandDSN(pg.DSN, store)
+	if err != nil {
+		return err
+	}
+	s, err := auditpg.Open(context.Background(), dsn, d.log)
+	if err != nil {
+		return fmt.Errorf("gateway.audit.postgres.dsn: %w", err)
+	}
+	d.log.Info("copying the audit log to the fleet database", "gateway", id, "dsn", auditpg.Redact(pg.DSN))
+	ctx, cancel := context.WithCancel(context.Background())
+	d.fleet, d.fleetStop, d.fleetDone = s, cancel, make(chan struct{})
+	go func() {
+		defer close(d.fleetDone)
+		s.Follow(ctx, cfg.Gateway.Audit.Dir, id, fleetPoll, nil)
+	}()
+	return nil
+}
+
+// fleetFinal bounds the last copy at shutdown: a database that is away
+// gets the rest on the next start, from the files.
+const fleetFinal = 5 * time.Second
+
+func (d *Daemon) stopFleet() error {
+	if d.fleet == nil {
+		return nil
+	}
+	d.fleetStop()
+	<-d.fleetDone
+	ctx, cancel := context.WithTimeout(context.Background(), fleetFinal)
+	defer cancel()
+	if _, err := d.fleet.CatchUp(ctx, d.config().Gateway.Audit.Dir, d.gatewayID); err != nil {
+		d.log.Warn("audit postgres: final copy; the rest follows on the next start", "err", err)
+	}
+	d.fleet.Close()
+	d.fleet = nil
+	return nil
+}
+
 // claudeTools are Claude Code's own tool names: labels for its hook calls.
 // Any other name a hook call carries is counted as "unknown", so a sandbox
 // cannot grow the metrics by inventing names.
@@ -567,6 +635,12 @@ func (d *Daemon) newMetrics() *metrics.Metrics {
 				return -time.Second
 			}
 			return d.index.Lag(d.audit.Position())
+		},
+		PostgresLag: func() time.Duration {
+			if d.fleet == nil {
+				return -time.Second
+			}
+			return d.fleet.Lag(d.audit.Position())
 		},
 	})
 }

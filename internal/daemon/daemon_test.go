@@ -31,6 +31,7 @@ func TestMain(m *testing.M) {
 	if testenv.DockerError() == nil {
 		_ = testenv.RemoveSandboxes(testenv.Prefix())
 	}
+	testenv.StopPostgres()
 	os.Exit(code)
 }
 

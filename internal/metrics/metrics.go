@@ -31,6 +31,8 @@ type Sources struct {
 	// IndexLag is how long the audit index has been behind the log (0 when
 	// caught up; −1 when there is no index).
 	IndexLag func() time.Duration
+	// PostgresLag is the same for the fleet database (−1: not configured).
+	PostgresLag func() time.Duration
 }
 
 // Metrics implements gateway.Observer and serves /metrics.
@@ -157,6 +159,7 @@ var (
 	auditDesc     = prometheus.NewDesc("toolgate_audit_entries_total", "Entries the audit writer made durable since start.", nil, nil)
 	syncsDesc     = prometheus.NewDesc("toolgate_audit_syncs_total", "fsyncs of the audit log since start (entries/syncs is the group-commit factor).", nil, nil)
 	lagDesc       = prometheus.NewDesc("toolgate_audit_index_lag_seconds", "How long the query index has been behind the audit log (0: caught up, -1: no index).", nil, nil)
+	pgLagDesc     = prometheus.NewDesc("toolgate_audit_postgres_lag_seconds", "How long the fleet database has been behind the audit log (0: caught up, -1: not configured).", nil, nil)
 )
 
 func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
@@ -164,6 +167,7 @@ func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
 	ch <- auditDesc
 	ch <- syncsDesc
 	ch <- lagDesc
+	ch <- pgLagDesc
 }
 
 func (s *scrape) Collect(ch chan<- prometheus.Metric) {
@@ -182,5 +186,8 @@ func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 	}
 	if src.IndexLag != nil {
 		ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, src.IndexLag().Seconds())
+	}
+	if src.PostgresLag != nil {
+		ch <- prometheus.MustNewConstMetric(pgLagDesc, prometheus.GaugeValue, src.PostgresLag().Seconds())
 	}
 }

@@ -20,10 +20,11 @@ func scrapeText(t *testing.T, m *Metrics) string {
 
 func TestObserveCall(t *testing.T) {
 	m := New(Sources{
-		Known:     func(agent, tool string) (bool, bool) { return agent == "demo", tool == "exec" || tool == "egress" },
-		Sandboxes: nil,
-		Audit:     func() (uint64, uint64) { return 10, 4 },
-		IndexLag:  func() time.Duration { return 0 },
+		Known:       func(agent, tool string) (bool, bool) { return agent == "demo", tool == "exec" || tool == "egress" },
+		Sandboxes:   nil,
+		Audit:       func() (uint64, uint64) { return 10, 4 },
+		IndexLag:    func() time.Duration { return 0 },
+		PostgresLag: func() time.Duration { return -time.Second },
 	})
 	m.ObserveCall(gateway.CallStats{Agent: "demo", Kind: gateway.KindCore, Tool: "exec", Decision: "allow",
 		Decide: 20 * time.Microsecond, Record: time.Millisecond, Execute: 3 * time.Millisecond})
@@ -47,6 +48,7 @@ func TestObserveCall(t *testing.T) {
 		`toolgate_model_cost_usd_total{agent="demo",model="claude-x"} 0.25`,
 		`toolgate_audit_entries_total 10`,
 		`toolgate_audit_index_lag_seconds 0`,
+		`toolgate_audit_postgres_lag_seconds -1`,
 		`process_resident_memory_bytes`,
 	} {
 		if !strings.Contains(out, want) {
