@@ -39,7 +39,30 @@ func ScanAfter(dir string, pos Position, fn func(*gateway.Entry) error) error {
 
 // ScanLinesAfter is ScanAfter that also gives each entry's line as written
 // and the Position after it, so a follower (the index) can resume there.
+//
+// A directory listing is no snapshot: the writer may rotate audit.jsonl
+// away between the listing and its open, and the file opened under that
+// name is then the new one. An entry whose prev is not the hash delivered
+// before it shows that; the scan lists again and resumes after the last
+// entry it delivered. A break that is still there on the second look is on
+// disk (audit verify's to report) and is read through.
 func ScanLinesAfter(dir string, pos Position, fn func(e *gateway.Entry, line []byte, end Position) error) error {
+	var retried Position
+	for {
+		err := scanLinesAfter(dir, &pos, retried, fn)
+		if !errors.Is(err, errStaleListing) {
+			return err
+		}
+		retried = pos
+	}
+}
+
+// errStaleListing: the files changed under a scan (see ScanLinesAfter).
+var errStaleListing = errors.New("audit: the log rotated during the scan")
+
+// scanLinesAfter scans once, advancing *pos past every entry delivered. A
+// link break right after *pos == accept is read through, not retried.
+func scanLinesAfter(dir string, pos *Position, accept Position, fn func(e *gateway.Entry, line []byte, end Position) error) error {
 	files, err := allFiles(dir)
 	if err != nil {
 		return err
@@ -75,7 +98,14 @@ func ScanLinesAfter(dir string, pos Position, fn func(e *gateway.Entry, line []b
 			if json.Unmarshal(line, &e) != nil {
 				return nil
 			}
-			return fn(&e, line, Position{Offset: end, Hash: e.Hash})
+			if pos.Hash != "" && e.Prev != pos.Hash && *pos != accept {
+				return errStaleListing
+			}
+			if err := fn(&e, line, Position{Offset: end, Hash: e.Hash}); err != nil {
+				return err
+			}
+			*pos = Position{Offset: end, Hash: e.Hash}
+			return nil
 		})
 		f.Close()
 		if err != nil {
