@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
@@ -29,9 +30,18 @@ var ErrDaemonDown = errors.New("the toolgate daemon is not running (start it wit
 
 // Client talks to a running daemon.
 type Client struct {
-	http  *http.Client
-	base  string
-	token string
+	http    *http.Client
+	base    string
+	token   string
+	session string // sent with every call: the calls of one run
+}
+
+// WithSession returns a client whose calls carry session (toolgate run
+// starts one; everything its process tree does is recorded under it).
+func (c *Client) WithSession(session string) *Client {
+	cc := *c
+	cc.session = session
+	return &cc
 }
 
 // Dial returns a client for the daemon of a toolgate home, over its Unix socket.
@@ -189,6 +199,9 @@ func (c *Client) request(ctx context.Context, method, path string, body []byte) 
 		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.session != "" {
+		req.Header.Set(proto.HeaderSession, c.session)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	return req, nil
 }

@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
 	"github.com/toolgate/toolgate/internal/proto"
 )
@@ -64,7 +66,15 @@ decided and recorded as a call; the hook gate still guards what remains.`,
 			if err := env.apply(cmd, call); err != nil {
 				return err
 			}
-			res, err := callTool(cmd, g, args[0], "exec", call, true)
+			c, err := adminapi.Dial(g.home)
+			if err != nil {
+				return err
+			}
+			// One session for the run: the exec, and what its process tree
+			// does (hooks, model calls, plugin calls, egress), link to it.
+			session := gateway.NewID()
+			fmt.Fprintf(os.Stderr, "toolgate: session %s (toolgate audit show --session %s)\n", session, session)
+			res, err := c.WithSession(session).Call(cmd.Context(), args[0], "exec", call, os.Stdout, os.Stderr)
 			if err != nil {
 				return err
 			}

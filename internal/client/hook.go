@@ -222,7 +222,15 @@ func post(sock, path string, body []byte, deadline time.Time, out any) error {
 	req := make([]byte, 0, 160+len(body))
 	req = append(req, "POST "...)
 	req = append(req, path...)
-	req = append(req, " HTTP/1.1\r\nHost: toolgate\r\nUser-Agent: toolgate-client\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: "...)
+	req = append(req, " HTTP/1.1\r\nHost: toolgate\r\nUser-Agent: toolgate-client\r\nConnection: close\r\nContent-Type: application/json\r\n"...)
+	// The exec this hook runs under (claude started by toolgate run) and
+	// its session: hints that link the hook's entries to the run.
+	for _, h := range [][2]string{{proto.HeaderParent, os.Getenv(proto.EnvCallID)}, {proto.HeaderSession, os.Getenv(proto.SessionEnv)}} {
+		if proto.ValidCallID(h[1]) {
+			req = append(req, h[0]+": "+h[1]+"\r\n"...)
+		}
+	}
+	req = append(req, "Content-Length: "...)
 	req = strconv.AppendInt(req, int64(len(body)), 10)
 	req = append(req, "\r\n\r\n"...)
 	req = append(req, body...)

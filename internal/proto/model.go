@@ -19,8 +19,8 @@ import (
 const (
 	ModelAddr          = "127.0.0.1:3129"
 	ModelRoute         = "/v1/model/" // + PROVIDER/PATH on the agent socket
-	ModelHeaderSession = "Toolgate-Session"
-	ModelHeaderParent  = "Toolgate-Parent"
+	ModelHeaderSession = HeaderSession
+	ModelHeaderParent  = HeaderParent
 	// ModelPlaceholderKey stands where a client insists on a key: it is
 	// worth nothing, the gateway adds the real one on the host.
 	ModelPlaceholderKey = "toolgate-placeholder"

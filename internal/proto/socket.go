@@ -15,6 +15,10 @@ const (
 	EgressPath   = "/v1/egress"
 	HeaderTarget = "Toolgate-Target"
 	HeaderParent = "Toolgate-Parent"
+	// HeaderSession carries a session hint (the gate and tap send the one
+	// their exec runs under); like HeaderParent it is for correlation, never
+	// for identity.
+	HeaderSession = "Toolgate-Session"
 )
 
 // CallPath is the CallPattern route of tool name.

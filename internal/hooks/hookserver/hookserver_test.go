@@ -416,3 +416,45 @@ func FuzzGate(f *testing.F) {
 		}
 	})
 }
+
+// TestHookCallsLinkToTheirRun: the gate and tap send the exec and session
+// of the run they happen in; their entries carry them (Claude Code's own
+// session id kept in detail), and malformed hints are ignored.
+func TestHookCallsLinkToTheirRun(t *testing.T) {
+	e := newEnv(t, "demo", "", "")
+	run, exec := gateway.NewID(), gateway.NewID()
+	send := func(path string, body []byte, session, parent string) {
+		req, _ := http.NewRequest("POST", "http://toolgate"+path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(proto.HeaderSession, session)
+		req.Header.Set(proto.HeaderParent, parent)
+		resp, err := e.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	pre := preInput("Bash", "toolu_run1", map[string]any{"command": "ls"})
+	send(proto.PreToolUsePath, pre, run, exec)
+	post := strings.Replace(string(pre), `"PreToolUse"`, `"PostToolUse","tool_response":{"stdout":"a"}`, 1)
+	send(proto.PostToolUsePath, []byte(post), run, exec)
+	send(proto.PreToolUsePath, preInput("Bash", "toolu_run2", map[string]any{"command": "ls"}), "../x", "not an id")
+	var linked, other int
+	for _, en := range e.entries(t, audit.Filter{Type: "hook"}) {
+		switch en.Detail["tool_use_id"] {
+		case "toolu_run1":
+			linked++
+			if en.Session != run || en.Parent != exec || en.Detail["claude_session_id"] == nil {
+				t.Errorf("%s entry: session %q parent %q detail %v", en.Phase, en.Session, en.Parent, en.Detail)
+			}
+		case "toolu_run2":
+			other++
+			if en.Session == "../x" || en.Parent != "" {
+				t.Errorf("malformed hints taken: session %q parent %q", en.Session, en.Parent)
+			}
+		}
+	}
+	if linked != 3 || other != 2 { // the gate's decision and result, the tap's report
+		t.Errorf("%d linked entries (want the gate's two and the tap's), %d others", linked, other)
+	}
+}
