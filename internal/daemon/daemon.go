@@ -558,6 +558,7 @@ func (d *Daemon) followFleet(cfg *config.Config, store *secrets.Store) error {
 	d.gatewayID = id
 	pg := cfg.Gateway.Audit.Postgres
 	if pg == nil {
+		d.log.Info("gateway id", "gateway", id)
 		return nil
 	}
 	dsn, err := auditpg.ExpandDSN(pg.DSN, store)
