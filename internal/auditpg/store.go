@@ -101,7 +101,14 @@ func Open(ctx context.Context, dsn string, log *slog.Logger) (*Store, error) {
 }
 
 // Init creates the tables; a follower calls it until the database answers.
+// Tables already there are left alone, so a role without CREATE (SELECT,
+// INSERT and UPDATE on the tables, USAGE on the sequence) can feed.
 func (s *Store) Init(ctx context.Context) error {
+	var exist bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('toolgate_audit_entries') IS NOT NULL
+		AND to_regclass('toolgate_audit_positions') IS NOT NULL`).Scan(&exist); err != nil || exist {
+		return err
+	}
 	_, err := s.pool.Exec(ctx, schema)
 	return err
 }

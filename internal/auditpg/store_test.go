@@ -332,3 +332,29 @@ func TestGatewayID(t *testing.T) {
 		t.Fatal("a malformed id was accepted")
 	}
 }
+
+// A gateway's role needs no CREATE once the tables exist: SELECT, INSERT
+// and UPDATE on them and USAGE on the arrival sequence are enough.
+func TestLeastPrivilegeRole(t *testing.T) {
+	dsn := testenv.NeedPostgres(t).NewDatabase(t)
+	ctx := context.Background()
+	admin := openStore(t, dsn) // creates the tables
+	role := fmt.Sprintf("gw_%d", time.Now().UnixNano())
+	for _, q := range []string{
+		"CREATE ROLE " + role + " LOGIN",
+		"REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+		"GRANT SELECT, INSERT, UPDATE ON toolgate_audit_entries, toolgate_audit_positions TO " + role,
+		"GRANT USAGE ON SEQUENCE toolgate_audit_entries_n_seq TO " + role,
+	} {
+		if _, err := admin.pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	dir := t.TempDir()
+	writeLog(t, dir, 50, "alpha")
+	s := openStore(t, strings.Replace(dsn, "postgres@", role+"@", 1))
+	if n, err := s.CatchUp(ctx, dir, "gw"); err != nil || n != 50 {
+		t.Fatalf("feed as %s: %d, %v", role, n, err)
+	}
+	checkChain(t, s, dir, "gw")
+}
