@@ -51,3 +51,23 @@ build() {
   CGO_ENABLED=0 go build -o bin/toolgate-client ./cmd/toolgate-client
   CGO_ENABLED=0 go build -o bin/toolgate-launch ./cmd/toolgate-launch
 }
+
+# k8s_up builds the single-node Kubernetes cluster of scripts/kubernetes
+# (once: its binaries are cached under /tmp keyed by the version), starts
+# it, tears it down when the calling script exits, and exports
+# TOOLGATE_K8S_DIR so the backend's tests (internal/sandbox/kube) run
+# against it; TOOLGATE_REQUIRE_K8S=1 makes them fail, not skip, without it.
+k8s_up() {
+  local kv=v1.35.4
+  export K8S_DIR="${TOOLGATE_K8S_DIR:-/tmp/toolgate-k8s-$kv}"
+  mkdir -p "$K8S_DIR"
+  if [ ! -f "$K8S_DIR/built-$kv" ]; then
+    echo "building Kubernetes $kv into $K8S_DIR (once; minutes)" >&2
+    KV=$kv scripts/kubernetes/build.sh >"$K8S_DIR/build.log" 2>&1 || { tail -30 "$K8S_DIR/build.log" >&2; return 1; }
+    touch "$K8S_DIR/built-$kv"
+  fi
+  scripts/kubernetes/down.sh >/dev/null 2>&1 || true   # what a killed run left
+  trap 'scripts/kubernetes/down.sh >/dev/null 2>&1 || true' EXIT
+  scripts/kubernetes/up.sh >"$K8S_DIR/up.log" 2>&1 || { tail -30 "$K8S_DIR/up.log" >&2; return 1; }
+  export TOOLGATE_K8S_DIR="$K8S_DIR" TOOLGATE_REQUIRE_K8S=1
+}

@@ -5,11 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
-ensure_packages docker.io busybox-static iproute2 git mmdebstrap chromium postgresql
+ensure_packages docker.io busybox-static iproute2 git mmdebstrap chromium postgresql bc curl openssl python3
 # The agent images take their CLIs from npm (any Node.js install will do).
 command -v npm >/dev/null || ensure_packages npm
 ensure_dockerd
 ensure_claude_cli
+# A real single-node Kubernetes cluster for the Kubernetes backend's tests.
+k8s_up
 export TOOLGATE_REQUIRE_DOCKER=1 TOOLGATE_REQUIRE_CLAUDE=1
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt needed: $unformatted" >&2; exit 1; fi
