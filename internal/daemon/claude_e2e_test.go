@@ -272,6 +272,24 @@ agents:
 		if linked(models, id) == 0 {
 			t.Errorf("no model call links to run %s: %+v", id, models)
 		}
+		if linked(hookEntries, id) == 0 {
+			t.Errorf("no hook entry links to run %s: %+v", id, hookEntries)
+		}
+	}
+	// One session ties a run together: its exec, its hook decisions, its model calls.
+	var session string
+	for _, r := range runs {
+		if r.ID == runIDs[0] {
+			session = r.Session
+		}
+	}
+	if session == "" {
+		t.Errorf("toolgate run recorded its exec without a session")
+	}
+	for _, en := range append(hookEntries, models...) {
+		if en.Parent == runIDs[0] && en.Session != session {
+			t.Errorf("%s %s of run %s: session %q, want the run's %q", en.Type, en.Tool, runIDs[0], en.Session, session)
+		}
 	}
 	// The Bash command's connection is the run's too.
 	eg := e.entries(audit.Filter{Agent: a, Type: string(gateway.KindEgress)})
