@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"sync/atomic"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/gateway"
 )
@@ -134,4 +137,32 @@ func endsWith(path string, offset int64, want []byte) (bool, error) {
 		return false, nil
 	}
 	return bytes.Equal(got, want), nil
+}
+
+// Progress is how far a follower of the log (the index, the fleet copy)
+// has come: the position it last reached and when. Safe for concurrent use.
+type Progress struct {
+	last atomic.Pointer[reached]
+}
+
+type reached struct {
+	pos Position
+	at  time.Time
+}
+
+// Reached records that the follower is at pos now.
+func (p *Progress) Reached(pos Position) { p.last.Store(&reached{pos: pos, at: time.Now()}) }
+
+// Lag is how long the follower has been behind a log whose last durable
+// line is at head: zero when it has reached head, else the time since it
+// last caught up (MaxInt64 before it ever did).
+func (p *Progress) Lag(head Position) time.Duration {
+	r := p.last.Load()
+	switch {
+	case r == nil:
+		return time.Duration(math.MaxInt64)
+	case r.pos == head:
+		return 0
+	}
+	return time.Since(r.at)
 }

@@ -12,12 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
@@ -62,12 +60,12 @@ CREATE VIRTUAL TABLE IF NOT EXISTS argtext USING fts5(args, content='', contentl
 
 // Index is an open index. Safe for concurrent use.
 type Index struct {
-	caught atomic.Pointer[caught] // the last catch-up
-	db     *sql.DB
-	dir    string
-	log    *slog.Logger
-	mu     sync.Mutex // one catch-up at a time
-	path   string
+	progress audit.Progress // the last catch-up
+	db       *sql.DB
+	dir      string
+	log      *slog.Logger
+	mu       sync.Mutex // one catch-up at a time
+	path     string
 }
 
 // Open opens (or creates) the index of the audit log in dir. An index that
@@ -214,30 +212,15 @@ func (x *Index) CatchUp() (int, error) {
 	return n, err
 }
 
-type caught struct {
-	pos audit.Position
-	at  time.Time
-}
-
 func (x *Index) noteCaught() {
 	if pos, _, err := x.Position(); err == nil {
-		x.caught.Store(&caught{pos: pos, at: time.Now()})
+		x.progress.Reached(pos)
 	}
 }
 
 // Lag is how long the index has been behind a log whose last durable line
-// is at head: zero when it has indexed head, else the time since its last
-// catch-up.
-func (x *Index) Lag(head audit.Position) time.Duration {
-	c := x.caught.Load()
-	switch {
-	case c == nil:
-		return time.Duration(math.MaxInt64)
-	case c.pos == head:
-		return 0
-	}
-	return time.Since(c.at)
-}
+// is at head (see audit.Progress).
+func (x *Index) Lag(head audit.Position) time.Duration { return x.progress.Lag(head) }
 
 // Rebuild empties the index and indexes the whole log again.
 func (x *Index) Rebuild() (int, error) {

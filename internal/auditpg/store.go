@@ -12,11 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,13 +68,8 @@ type Store struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
 
-	mu     sync.Mutex // one feed at a time
-	caught atomic.Pointer[caught]
-}
-
-type caught struct {
-	pos audit.Position
-	at  time.Time
+	mu       sync.Mutex     // one feed at a time
+	progress audit.Progress // the last catch-up
 }
 
 // Open connects to the database named by dsn (a postgres:// URL or
@@ -191,7 +184,7 @@ func (s *Store) CatchUp(ctx context.Context, dir, gatewayID string) (int, error)
 	}
 	if err == nil {
 		if p, _, perr := s.Position(ctx, gatewayID); perr == nil {
-			s.caught.Store(&caught{pos: p, at: time.Now()})
+			s.progress.Reached(p)
 		}
 	}
 	return n, err
@@ -281,18 +274,8 @@ func (s *Store) commit(ctx context.Context, gatewayID string, from, to audit.Pos
 }
 
 // Lag is how long the copy has been behind a log whose last durable line
-// is at head: zero when head has arrived, else the time since the last
-// successful catch-up (MaxInt64 before the first).
-func (s *Store) Lag(head audit.Position) time.Duration {
-	c := s.caught.Load()
-	switch {
-	case c == nil:
-		return time.Duration(math.MaxInt64)
-	case c.pos == head:
-		return 0
-	}
-	return time.Since(c.at)
-}
+// is at head (see audit.Progress).
+func (s *Store) Lag(head audit.Position) time.Duration { return s.progress.Lag(head) }
 
 // Backoff bounds the wait between attempts while the database is away.
 const (

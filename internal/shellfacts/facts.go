@@ -136,26 +136,31 @@ func (x *extractor) stmt(st *syntax.Stmt, depth int, via []string, outer []Redir
 		// other node (a test, arithmetic, a for-loop's items) is searched
 		// for substitutions.
 		syntax.Walk(c, func(n syntax.Node) bool {
-			switch n := n.(type) {
-			case *syntax.Stmt:
-				x.stmt(n, depth, via, redirs)
-				return false
-			case *syntax.CmdSubst:
-				x.subst(n.Stmts, depth, via)
-				return false
-			case *syntax.ProcSubst:
-				x.subst(n.Stmts, depth, via)
+			if st, ok := n.(*syntax.Stmt); ok {
+				x.stmt(st, depth, via, redirs)
 				return false
 			}
-			return true
+			return !x.subst(n, depth, via)
 		})
 	}
 }
 
-func (x *extractor) subst(stmts []*syntax.Stmt, depth int, via []string) {
+// subst reads the statements of a command or process substitution and
+// reports whether n was one.
+func (x *extractor) subst(n syntax.Node, depth int, via []string) bool {
+	var stmts []*syntax.Stmt
+	switch n := n.(type) {
+	case *syntax.CmdSubst:
+		stmts = n.Stmts
+	case *syntax.ProcSubst:
+		stmts = n.Stmts
+	default:
+		return false
+	}
 	for _, st := range stmts {
 		x.stmt(st, depth, via, nil)
 	}
+	return true
 }
 
 // words searches words for command and process substitutions.
@@ -164,17 +169,7 @@ func (x *extractor) words(depth int, via []string, ws ...*syntax.Word) {
 		if w == nil || plain(w) {
 			continue
 		}
-		syntax.Walk(w, func(n syntax.Node) bool {
-			switch n := n.(type) {
-			case *syntax.CmdSubst:
-				x.subst(n.Stmts, depth, via)
-				return false
-			case *syntax.ProcSubst:
-				x.subst(n.Stmts, depth, via)
-				return false
-			}
-			return true
-		})
+		syntax.Walk(w, func(n syntax.Node) bool { return !x.subst(n, depth, via) })
 	}
 }
 
