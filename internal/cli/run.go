@@ -16,6 +16,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		cwd, timeout string
 		env          envFlags
 		doorOnly     bool
+		session      string
 	)
 	cmd := &cobra.Command{
 		Use:   "run AGENT [flags] -- ARGV...",
@@ -72,8 +73,14 @@ decided and recorded as a call; the hook gate still guards what remains.`,
 			}
 			// One session for the run: the exec, and what its process tree
 			// does (hooks, model calls, plugin calls, egress), link to it.
-			session := gateway.NewID()
-			fmt.Fprintf(os.Stderr, "toolgate: session %s (toolgate audit show --session %s)\n", session, session)
+			if session == "" {
+				session = gateway.NewID()
+			} else if !proto.ValidCallID(session) {
+				return usageErr(cmd, fmt.Sprintf("--session %q: letters, digits, _ and -, at most 128", session))
+			}
+			if interactive(os.Stderr) { // a script's output stays the program's own
+				fmt.Fprintf(os.Stderr, "toolgate: session %s (toolgate audit show --session %s)\n", session, session)
+			}
 			res, err := c.WithSession(session).Call(cmd.Context(), args[0], "exec", call, os.Stdout, os.Stderr)
 			if err != nil {
 				return err
@@ -87,6 +94,13 @@ decided and recorded as a call; the hook gate still guards what remains.`,
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (relative to the workspace)")
 	cmd.Flags().StringVar(&timeout, "timeout", "", "kill the process tree after this long (e.g. 30m)")
 	env.register(cmd)
+	cmd.Flags().StringVar(&session, "session", "", "the run's session id (default: a new one, shown when stderr is a terminal)")
 	cmd.Flags().BoolVar(&doorOnly, "door-only", false, "claude acts only through toolgate's tools (its own Bash, Write, Edit, Read … off; MCP door on)")
 	return cmd
+}
+
+// interactive reports whether f is a terminal.
+func interactive(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
