@@ -125,18 +125,30 @@ func runCall(c *callSpec, stderr io.Writer) int {
 	for {
 		select {
 		case err := <-done:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			killGroup(pgid)
 			return exitCode(cmd, err)
 		case <-expired:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			killGroup(pgid)
 			<-done
 			fmt.Fprintf(stderr, "toolgate: command timed out after %s; its process group was killed\n", c.timeout)
 			return ExitTimeout
 		case <-c.cancel:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			killGroup(pgid)
 			return exitCode(cmd, <-done)
 		case s := <-c.signals:
 			_ = syscall.Kill(-pgid, s.(syscall.Signal))
+		}
+	}
+}
+
+// killGroup kills a call's process group and waits, briefly, until init has
+// reaped every member (a killed member stays in the group as a zombie until
+// then), so a call that returns has no process left behind it.
+func killGroup(pgid int) {
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+			return
 		}
 	}
 }

@@ -89,10 +89,11 @@ func TestTunnelIdleTimeoutCutsSilentPeers(t *testing.T) {
 
 // A download with a silent client is not idle: bytes flow the other way.
 func TestTunnelOneWayTrafficIsNotIdle(t *testing.T) {
-	idle := 200 * time.Millisecond
+	// Gaps of a tenth of the idle timeout, with room for a loaded machine.
+	idle := time.Second
 	app, server, res := startTunnel(t, context.Background(), Limits{IdleTimeout: idle})
 	go func() {
-		for range 15 { // 15 × 20 ms spans well past one idle timeout
+		for range 15 { // 15 × 100 ms spans well past one idle timeout
 			server.Write(bytes.Repeat([]byte("x"), 100))
 			time.Sleep(idle / 10)
 		}
