@@ -42,14 +42,14 @@ func SessionsDir(home string) string { return filepath.Join(home, "sessions") }
 // NewStore keeps sessions in dir.
 func NewStore(dir string) *Store { return &Store{dir: dir, running: map[string]bool{}} }
 
-var validID = regexp.MustCompile(`^[0-9a-f]{32}$`)
+var validID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{32}$`) })
 
 // ErrNoSession is a session id the store does not hold.
 var ErrNoSession = errors.New("no such session")
 
 // Load reads a session.
 func (s *Store) Load(id string) (*Session, error) {
-	if !validID.MatchString(id) {
+	if !validID().MatchString(id) {
 		return nil, fmt.Errorf("%w: %q is not a session id (32 hex digits)", ErrNoSession, id)
 	}
 	b, err := os.ReadFile(filepath.Join(s.dir, id+".json"))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -27,7 +28,7 @@ type toolSet struct {
 
 // Model APIs take tool names of [a-zA-Z0-9_-]{1,64}; an upstream MCP
 // server's tools are SERVER.TOOL.
-var badNameChar = regexp.MustCompile(`[^a-zA-Z0-9_-]`)
+var badNameChar = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^a-zA-Z0-9_-]`) })
 
 // buildTools offers what the MCP door offers an agent that may see names,
 // plus read_skill when there are skills.
@@ -44,7 +45,7 @@ func buildTools(snap *gateway.Snapshot, names []string, skills bool) toolSet {
 }
 
 func (ts *toolSet) add(name, desc string, schema json.RawMessage) {
-	offered := badNameChar.ReplaceAllString(name, "_")
+	offered := badNameChar().ReplaceAllString(name, "_")
 	if len(offered) > 60 {
 		offered = offered[:60]
 	}

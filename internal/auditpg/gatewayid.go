@@ -9,13 +9,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // IDFile holds the gateway's id in its HOME: made once, kept for good, so a
 // gateway's chain keeps one name in the fleet database across restarts.
 const IDFile = "gateway.id"
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+var idRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
 
 // GatewayID returns the id in HOME/gateway.id, creating a random one
 // (gw-<16 hex>) the first time. An operator may write a name of their own
@@ -44,7 +45,7 @@ func GatewayID(home string) (string, error) {
 		return "", fmt.Errorf("gateway id: %w", err)
 	}
 	id := strings.TrimSpace(string(b))
-	if !idRE.MatchString(id) {
+	if !idRE().MatchString(id) {
 		return "", fmt.Errorf("gateway id: %s holds %q, not an id (letters, digits, . _ -, at most 64)", path, truncate(id))
 	}
 	return id, nil

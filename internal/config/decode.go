@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -261,12 +262,12 @@ func (d *decoder) pairs(n *yaml.Node, path string, fn func(key, val *yaml.Node))
 	}
 }
 
-var plainKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+var plainKey = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]+$`) })
 
 // join appends a key to a field path, quoting keys that would make the path
 // ambiguous.
 func join(path, key string) string {
-	if !plainKey.MatchString(key) {
+	if !plainKey().MatchString(key) {
 		return path + "[" + strconv.Quote(key) + "]"
 	}
 	if path == "" {

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"regexp"
 	"strconv"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -78,12 +79,12 @@ func Parse(home, name string, data []byte) (*Config, error) {
 	return cfg, nil
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
 
 // syntax turns a YAML parser error into an Error with its line.
 func (d *decoder) syntax(err error) *Error {
 	e := &Error{File: d.file, Msg: err.Error()}
-	if m := yamlLine.FindStringSubmatch(e.Msg); m != nil {
+	if m := yamlLine().FindStringSubmatch(e.Msg); m != nil {
 		e.Line, _ = strconv.Atoi(m[1])
 		e.Msg = m[2]
 	}

@@ -21,7 +21,7 @@ const (
 func (d *decoder) models(c *Config) {
 	for _, name := range sortedKeys(c.Gateway.Models) {
 		p, path := c.Gateway.Models[name], join("gateway.models", name)
-		if !agentName.MatchString(name) {
+		if !agentName().MatchString(name) {
 			d.errorf(d.at(path), path, "provider names are 1-63 lowercase letters, digits, _ or -, starting with a letter or digit")
 		}
 		if !model.API(p.API).Valid() {

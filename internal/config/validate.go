@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -37,12 +38,15 @@ const minMemory = 6 << 20
 // CoreTools are the tools that act inside the sandbox.
 var CoreTools = []string{"read", "write", "patch", "exec"}
 
+// Compiled on first use, not at start: every CLI command links this package.
 var (
-	agentName  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	pluginName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`) // becomes /tools/bin/NAME
-	ruleName   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,99}$`)
-	userSpec   = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$`)
-	envName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	agentName  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`) })
+	pluginName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`) }) // becomes /tools/bin/NAME
+	ruleName   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,99}$`) })
+	userSpec   = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$`)
+	})
+	envName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 )
 
 // CoreEnabled reports whether core tool tool is switched on; names that are
@@ -98,7 +102,7 @@ func (d *decoder) finish(c *Config) {
 	workspaces := map[string]string{}
 	for _, name := range sortedKeys(c.Agents) {
 		path := join("agents", name)
-		if !agentName.MatchString(name) {
+		if !agentName().MatchString(name) {
 			d.errorf(d.at(path), path, "agent names are 1-63 lowercase letters, digits, _ or -, starting with a letter or digit")
 		}
 		a := c.Agents[name]
@@ -157,7 +161,7 @@ func (d *decoder) plugins(ps map[string]Plugin) {
 		switch {
 		case slices.Contains(CoreTools, name):
 			d.errorf(d.at(path), path, "%s is a core tool; a plugin cannot take its name", name)
-		case !pluginName.MatchString(name):
+		case !pluginName().MatchString(name):
 			d.errorf(d.at(path), path, "plugin names are 1-63 lowercase letters, digits, _, . or -, starting with a letter or digit")
 		default:
 			// SERVER.TOOL names a tool of plugin SERVER, and listing SERVER
@@ -179,7 +183,7 @@ func (d *decoder) plugins(ps map[string]Plugin) {
 			d.errorf(d.at(path+".cwd"), path+".cwd", "%q is neither \"workspace\" nor an absolute host path", p.Cwd)
 		}
 		for _, k := range sortedKeys(p.Env) {
-			if !envName.MatchString(k) {
+			if !envName().MatchString(k) {
 				kp := join(path+".env", k)
 				d.errorf(d.at(kp), kp, "not a valid environment variable name")
 			}
@@ -193,7 +197,7 @@ func (d *decoder) plugins(ps map[string]Plugin) {
 // agent checks the fields an agent (or the defaults) sets itself, before merging.
 func (d *decoder) agent(path string, a *Agent, plugins map[string]Plugin, home string) {
 	a.Workspace = d.hostPath(path+".workspace", a.Workspace, home)
-	if a.User != "" && !userSpec.MatchString(a.User) {
+	if a.User != "" && !userSpec().MatchString(a.User) {
 		d.errorf(d.at(path+".user"), path+".user", "%q is not uid:gid (e.g. 1000:1000)", a.User)
 	}
 	if a.Default != "" && a.Default != "allow" && a.Default != "deny" {
@@ -269,7 +273,7 @@ func (d *decoder) agent(path string, a *Agent, plugins map[string]Plugin, home s
 		if r.Mode != "" && r.Mode != "enforce" && r.Mode != "shadow" {
 			d.errorf(d.at(rp+".mode"), rp+".mode", "%q: a rule's mode is enforce (the default) or shadow", r.Mode)
 		}
-		if r.Name != "" && !ruleName.MatchString(r.Name) {
+		if r.Name != "" && !ruleName().MatchString(r.Name) {
 			d.errorf(d.at(rp+".name"), rp+".name", "%q: rule names are letters, digits and _ . : / -", r.Name)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/capped"
@@ -39,7 +40,7 @@ type ExecOutput struct {
 	Truncated bool   `json:"truncated"`
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 func (*Exec) Name() string       { return "exec" }
 func (*Exec) Kind() gateway.Kind { return gateway.KindCore }
@@ -69,7 +70,7 @@ func (t *Exec) parse(raw json.RawMessage, agent string) (*execArgs, time.Duratio
 		}
 	}
 	for k, v := range a.Env {
-		if !envName.MatchString(k) {
+		if !envName().MatchString(k) {
 			return nil, 0, fmt.Errorf("exec: env name %q is not valid (letters, digits and _, not starting with a digit)", k)
 		}
 		if strings.IndexByte(v, 0) >= 0 {
@@ -78,7 +79,7 @@ func (t *Exec) parse(raw json.RawMessage, agent string) (*execArgs, time.Duratio
 	}
 	for k, name := range a.SecretEnv {
 		switch _, dup := a.Env[k]; {
-		case !envName.MatchString(k):
+		case !envName().MatchString(k):
 			return nil, 0, fmt.Errorf("exec: secretEnv name %q is not valid (letters, digits and _, not starting with a digit)", k)
 		case name == "":
 			return nil, 0, fmt.Errorf("exec: secretEnv %s names no secret", k)

@@ -30,7 +30,7 @@ func FuzzCheckSkillURI(f *testing.F) {
 		// Whatever passes names exactly one scope and one plain name.
 		rest := strings.TrimPrefix(uri, "skill://")
 		scope, name, ok := strings.Cut(rest, "/")
-		if !ok || !validName.MatchString(scope) || !validName.MatchString(name) || strings.Contains(uri, "..") {
+		if !ok || !validName().MatchString(scope) || !validName().MatchString(name) || strings.Contains(uri, "..") {
 			t.Fatalf("accepted %q", uri)
 		}
 	})

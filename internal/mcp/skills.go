@@ -34,7 +34,7 @@ const (
 
 // validName is what a skill or agent directory must be called to be served:
 // it keeps URIs plain and rules out "..", hidden files and separators.
-var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+var validName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`) })
 
 // SkillMeta is a skill's front matter.
 type SkillMeta struct {
@@ -160,7 +160,7 @@ func (s *skillSet) scan() (changed []*skillRecord) {
 	s.scanDir(filepath.Join(s.home, "skills"), GlobalScope, old, recs)
 	agents, _ := os.ReadDir(filepath.Join(s.home, "agents"))
 	for _, a := range agents {
-		if !a.IsDir() || !validName.MatchString(a.Name()) || a.Name() == GlobalScope {
+		if !a.IsDir() || !validName().MatchString(a.Name()) || a.Name() == GlobalScope {
 			continue
 		}
 		s.scanDir(filepath.Join(s.home, "agents", a.Name(), "skills"), a.Name(), old, recs)
@@ -183,7 +183,7 @@ func (s *skillSet) scanDir(dir, scope string, old, into map[string]*skillRecord)
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if !validName.MatchString(name) {
+		if !validName().MatchString(name) {
 			if !strings.HasPrefix(name, ".") {
 				s.log.Warn("skill directory name not served", "dir", dir, "name", name)
 			}
@@ -290,7 +290,7 @@ func CheckSkillURI(uri string) error {
 	}
 	name := strings.TrimPrefix(u.Path, "/")
 	if strings.Contains(uri, "..") || strings.Contains(uri, "%") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" ||
-		!validName.MatchString(u.Host) || !validName.MatchString(name) {
+		!validName().MatchString(u.Host) || !validName().MatchString(name) {
 		return fmt.Errorf("invalid skill URI %q: want %s://SCOPE/NAME with no path traversal", uri, SkillScheme)
 	}
 	return nil

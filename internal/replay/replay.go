@@ -16,6 +16,7 @@ import (
 	"maps"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/audit"
@@ -104,7 +105,7 @@ func Replayable(e *gateway.Entry) bool {
 func Decide(snap *gateway.Snapshot, e *gateway.Entry) Outcome {
 	o := Outcome{ID: e.ID, TS: e.TS, Agent: e.Agent, Kind: e.Type, Tool: e.Tool,
 		Was: gateway.Decision{Allow: e.Decision == "allow", Rule: e.Rule, Reason: e.Reason}}
-	o.Approximate = cutMarker.Match(e.Args)
+	o.Approximate = cutMarker().Match(e.Args)
 	call := &gateway.Call{Agent: e.Agent, Kind: e.Type, Tool: e.Tool, Args: restoreBodies(e.Args),
 		Session: e.Session, Parent: e.Parent, Via: e.Via, Detail: maps.Clone(e.Detail)}
 	delete(call.Detail, "shadow")
@@ -158,7 +159,9 @@ func str(v any) string {
 }
 
 // cutMarker finds the bounding markers of internal/audit and gateway.Cut.
-var cutMarker = regexp.MustCompile(`…\[cut \d+ (bytes|items)\]|\[cut \d+ keys\]|…\[depth limit`)
+var cutMarker = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`…\[cut \d+ (bytes|items)\]|\[cut \d+ keys\]|…\[depth limit`)
+})
 
 // maxRestore caps a restored body: far above any configured write limit,
 // so a body refused for its size is refused again.

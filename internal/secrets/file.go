@@ -6,6 +6,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -133,12 +134,12 @@ func (p *parser) list(n *yaml.Node, path string) []string {
 	return out
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): `) })
 
 // syntaxMessage keeps only the line of a YAML syntax error: the parser's
 // text may quote the file, which is full of secrets.
 func syntaxMessage(err error) string {
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+	if m := yamlLine().FindStringSubmatch(err.Error()); m != nil {
 		return "line " + m[1] + ": invalid YAML"
 	}
 	return "invalid YAML"

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/toolgate/toolgate/internal/config"
@@ -34,7 +35,7 @@ const minLen = 4
 // maxFileBytes bounds secrets.yaml and secret files: far above any real one.
 const maxFileBytes = 1 << 20
 
-var nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,99}$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,99}$`) })
 
 // Store is a loaded set of secrets. The zero value and nil hold none.
 type Store struct {
@@ -130,7 +131,7 @@ func check(defs map[string]config.Secret, allowValue bool) error {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(defs)) {
 		d, path := defs[name], "secrets."+name
-		if !nameRE.MatchString(name) {
+		if !nameRE().MatchString(name) {
 			errs = append(errs, fmt.Errorf("%s: secret names are letters, digits, _, . or -, starting with a letter or _", path))
 		}
 		n := 0

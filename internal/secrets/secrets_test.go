@@ -210,7 +210,7 @@ func FuzzExpand(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		calls := 0
 		got, err := Expand(s, func(name string) (string, error) {
-			if !nameRE.MatchString(name) {
+			if !nameRE().MatchString(name) {
 				t.Fatalf("lookup of invalid name %q", name)
 			}
 			calls++

@@ -29,7 +29,7 @@ func Expand(s string, lookup func(name string) (string, error)) (string, error) 
 			return "", fmt.Errorf("unterminated %sNAME}} placeholder", placeholder)
 		}
 		name := rest[:end]
-		if !nameRE.MatchString(name) {
+		if !nameRE().MatchString(name) {
 			return "", fmt.Errorf("placeholder %s%s}}: not a secret name", placeholder, truncate(name))
 		}
 		v, err := lookup(name)
