@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,10 +83,14 @@ func Find(dir, id string) ([]*gateway.Entry, error) {
 	return out, err
 }
 
-// Tail calls fn for the last n matching entries (all when n < 0), then, with
-// follow, for each new matching entry as it is written, across rotations,
-// until ctx ends.
+// Tail calls fn for the last n matching entries, then, with follow, for
+// each new matching entry as it is written, across rotations, until ctx
+// ends. It reads the files from their end, so its memory grows with n, not
+// with the log.
 func Tail(ctx context.Context, dir string, f Filter, n int, follow bool, fn func(*gateway.Entry) error) error {
+	if n < 0 {
+		return fmt.Errorf("audit: tail of %d entries: the count must be 0 or more", n)
+	}
 	curPath := filepath.Join(dir, CurrentFile)
 	cur, err := os.Open(curPath)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -96,15 +101,13 @@ func Tail(ctx context.Context, dir string, f Filter, n int, follow bool, fn func
 			cur.Close()
 		}
 	}()
-	var last []*gateway.Entry
-	collect := func(e *gateway.Entry) error { last = append(last, e); return nil }
+	var last []*gateway.Entry // newest first
 	var off int64
 	if cur != nil {
-		if off, err = scanFrom(cur, 0, &f, collect); err != nil {
+		if off, err = tailFile(cur, &f, n, &last); err != nil {
 			return err
 		}
 	}
-	last = lastN(last, n)
 	// Older files, newest first, until n entries are found.
 	rotated, err := rotatedFiles(dir)
 	if err != nil {
@@ -123,16 +126,18 @@ func Tail(ctx context.Context, dir string, f Filter, n int, follow bool, fn func
 	if len(rotated) > 0 {
 		seen = rotated[len(rotated)-1]
 	}
-	for i := len(rotated) - 1; i >= 0 && (n < 0 || len(last) < n); i-- {
-		newer := last
-		last = nil
-		if err := scanPath(rotated[i], &f, collect); err != nil {
+	for i := len(rotated) - 1; i >= 0 && len(last) < n; i-- {
+		// A rotated file holds only entries older than its name's time, and
+		// the files before it older still.
+		if t := rotationTime(rotated[i]); !f.Since.IsZero() && t.Before(f.Since) {
+			break
+		}
+		if err := tailPath(rotated[i], &f, n, &last); err != nil {
 			return err
 		}
-		last = append(lastN(last, n-len(newer)), newer...)
 	}
-	for _, e := range last {
-		if err := fn(e); err != nil {
+	for i := len(last) - 1; i >= 0; i-- {
+		if err := fn(last[i]); err != nil {
 			return err
 		}
 	}
@@ -194,13 +199,6 @@ func Tail(ctx context.Context, dir string, f Filter, n int, follow bool, fn func
 	return nil
 }
 
-func lastN(es []*gateway.Entry, n int) []*gateway.Entry {
-	if n >= 0 && len(es) > n {
-		return es[len(es)-n:]
-	}
-	return es
-}
-
 func sameFile(f *os.File, path string) bool {
 	if f == nil {
 		return false
@@ -221,6 +219,88 @@ func scanPath(path string, f *Filter, fn func(*gateway.Entry) error) error {
 	defer file.Close()
 	_, err = scanFrom(file, 0, f, fn)
 	return err
+}
+
+func tailPath(path string, f *Filter, n int, last *[]*gateway.Entry) error {
+	file, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	defer file.Close()
+	_, err = tailFile(file, f, n, last)
+	return err
+}
+
+// tailFile appends to last, newest first, the matching entries of file
+// from its end until last holds n. It returns the offset after the file's
+// last complete line: a line without its newline is being written (or was
+// torn by a crash) and is not read, as scanFrom does not.
+func tailFile(file *os.File, f *Filter, n int, last *[]*gateway.Entry) (int64, error) {
+	fi, err := file.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("audit: %w", err)
+	}
+	end := fi.Size()
+	b := newBackward(file, end)
+	for {
+		start, line, err := b.prev()
+		switch {
+		case err != nil:
+			return 0, err
+		case line == nil:
+			return end, nil
+		case line[len(line)-1] != '\n': // only ever the last
+			end = start
+			continue
+		case len(*last) >= n:
+			return end, nil
+		}
+		var e gateway.Entry
+		if json.Unmarshal(line, &e) == nil && f.Match(&e) {
+			*last = append(*last, &e)
+		}
+	}
+}
+
+// backward reads the lines of a file before an offset, last first, a
+// chunk at a time, so reading the end of a large file costs only its end.
+type backward struct {
+	r   io.ReaderAt
+	pos int64  // the file offset of buf[0]
+	buf []byte // the bytes from pos not yet returned
+}
+
+func newBackward(r io.ReaderAt, end int64) *backward { return &backward{r: r, pos: end} }
+
+// prev returns the last line not yet returned (with its newline, if it has
+// one) and its offset; a nil line when there is none left. A line returned
+// stays valid: later reads go into new memory.
+func (b *backward) prev() (int64, []byte, error) {
+	for {
+		// The newline that ends a line does not start it.
+		if n := len(b.buf); n > 0 {
+			if i := bytes.LastIndexByte(b.buf[:n-1], '\n'); i >= 0 {
+				line := b.buf[i+1:]
+				b.buf = b.buf[:i+1]
+				return b.pos + int64(i) + 1, line, nil
+			}
+		}
+		if b.pos == 0 {
+			line := b.buf
+			b.buf = nil
+			return 0, line, nil
+		}
+		k := min(64<<10, b.pos)
+		chunk := make([]byte, k+int64(len(b.buf)))
+		if _, err := b.r.ReadAt(chunk[:k], b.pos-k); err != nil {
+			return 0, nil, fmt.Errorf("audit: %w", err)
+		}
+		copy(chunk[k:], b.buf)
+		b.pos, b.buf = b.pos-k, chunk
+	}
 }
 
 // scanFrom reads the complete lines of file from off and returns the offset

@@ -66,7 +66,6 @@ func TestTailLastN(t *testing.T) {
 	}{
 		{5, Filter{}, "id025", 5},
 		{12, Filter{}, "id018", 12}, // reaches into rotated files
-		{-1, Filter{}, "id000", 30},
 		{100, Filter{}, "id000", 30},
 		{2, Filter{ID: "id003"}, "id003", 1},
 		{0, Filter{}, "", 0},
@@ -145,7 +144,7 @@ func TestTailFollowsTwoRotationsInOnePoll(t *testing.T) {
 	}
 	put(CurrentFile, 0, 1)
 
-	next, _ := follow(t, dir, Filter{}, -1)
+	next, _ := follow(t, dir, Filter{}, 2)
 	for _, want := range []string{"id000", "id001"} {
 		if id := next(); id != want {
 			t.Fatalf("got %s, want %s", id, want)

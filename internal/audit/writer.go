@@ -570,26 +570,7 @@ func repairTail(f *os.File, log *slog.Logger) (int64, string, error) {
 
 // lastLine returns the line ending at end (with its newline, if it has one)
 // and its start offset.
-func lastLine(r io.ReaderAt, end int64) (int64, []byte, error) {
-	var line []byte // the bytes [pos, end)
-	for pos := end; pos > 0; {
-		n := min(64<<10, pos)
-		pos -= n
-		chunk := make([]byte, n)
-		if _, err := r.ReadAt(chunk, pos); err != nil {
-			return 0, nil, fmt.Errorf("audit: %w", err)
-		}
-		search := chunk
-		if pos+n == end { // the newline ending this line does not start it
-			search = chunk[:n-1]
-		}
-		if i := bytes.LastIndexByte(search, '\n'); i >= 0 {
-			return pos + int64(i) + 1, append(chunk[i+1:], line...), nil
-		}
-		line = append(chunk, line...)
-	}
-	return 0, line, nil
-}
+func lastLine(r io.ReaderAt, end int64) (int64, []byte, error) { return newBackward(r, end).prev() }
 
 // lastHashOf returns the hash of a closed file's last line.
 func lastHashOf(path string) (string, error) {

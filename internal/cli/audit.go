@@ -56,6 +56,9 @@ func newAuditTailCmd(g *globals) *cobra.Command {
 		Example: "  toolgate audit tail -f --agent demo --decision deny",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if n < 0 {
+				return usageErr(cmd, fmt.Sprintf("-n/--lines %d: give how many past entries to print, 0 or more", n))
+			}
 			if since > 0 {
 				f.Since = since.cutoff()
 			}
@@ -76,7 +79,7 @@ func newAuditTailCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&f.Decision, "decision", "", "only allow or deny")
 	cmd.Flags().StringVar(&f.Tool, "tool", "", "only this tool")
 	cmd.Flags().Var(&since, "since", "only entries newer than this (e.g. 1h, 7d)")
-	cmd.Flags().IntVarP(&n, "lines", "n", 20, "how many past entries to print")
+	cmd.Flags().IntVarP(&n, "lines", "n", 20, "how many past entries to print (0: only new ones, with -f)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new entries")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print entries as JSON lines")
 	return cmd

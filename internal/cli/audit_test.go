@@ -77,6 +77,12 @@ func TestAuditTailIDsWorkWithShow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := run("audit", "tail", "-n", "-1"); err == nil || !strings.Contains(err.Error(), "-n/--lines -1") {
+		t.Fatalf("tail -n -1: %v, want an error naming the flag", err)
+	}
+	if out, err := run("audit", "tail", "-n", "0"); err != nil || out != "" {
+		t.Fatalf("tail -n 0: %q, %v; want nothing", out, err)
+	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("tail printed %q", out)

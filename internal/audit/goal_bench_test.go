@@ -1,0 +1,89 @@
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+)
+
+func synthID(i int) string { return fmt.Sprintf("18ed0cfbfd94ff%018d", i) }
+
+// synthEntry is entry i of a log like the daemon writes: a decision with
+// its arguments, then the call's result with duration, exit code and detail.
+func synthEntry(i int) *gateway.Entry {
+	e := &gateway.Entry{TS: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Millisecond),
+		ID: synthID(i), Agent: "demo", Type: gateway.KindCore, Tool: "exec", Decision: "allow", Rule: "default",
+		Session: "18ed0cfbf8227ea357e317a3095b6d21"}
+	if i%2 == 0 {
+		e.Phase = gateway.PhaseDecision
+		e.Args = json.RawMessage(fmt.Sprintf(`{"command":"ls -la /workspace/src/pkg%d && go test ./... 2>&1 | tail -n 20","timeout":30}`, i))
+		return e
+	}
+	d, c := 12.5+float64(i%100), i%3
+	e.Phase, e.DurationMs, e.ExitCode = gateway.PhaseResult, &d, &c
+	e.Detail = map[string]any{"stdoutBytes": i % 4096, "truncated": false, "note": "é\t\"quoted\""}
+	return e
+}
+
+// synthLog writes a chained log of n synthEntry lines into dir, rotating
+// every perFile entries (never when 0), and the head, as the writer would
+// but without an fsync per batch. It returns the log's size in bytes.
+func synthLog(tb testing.TB, dir string, n, perFile int) int64 {
+	tb.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	var (
+		out   *bufio.Writer
+		f     *os.File
+		total int64
+		prev  string
+	)
+	closeFile := func(rotateTo string) {
+		if err := out.Flush(); err != nil {
+			tb.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			tb.Fatal(err)
+		}
+		if rotateTo != "" {
+			if err := os.Rename(filepath.Join(dir, CurrentFile), filepath.Join(dir, rotateTo)); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range n {
+		if perFile > 0 && i > 0 && i%perFile == 0 {
+			closeFile(rotatedPrefix + t0.Add(time.Duration(i)*time.Second).Format(rotatedLayout) + rotatedSuffix)
+			f = nil
+		}
+		if f == nil {
+			var err error
+			if f, err = os.Create(filepath.Join(dir, CurrentFile)); err != nil {
+				tb.Fatal(err)
+			}
+			out = bufio.NewWriterSize(f, 1<<20)
+		}
+		buf.Reset()
+		e := synthEntry(i)
+		if err := encodeLine(&buf, enc, e, prev); err != nil {
+			tb.Fatal(err)
+		}
+		prev = e.Hash
+		total += int64(buf.Len())
+		out.Write(buf.Bytes())
+	}
+	closeFile("")
+	if err := os.WriteFile(filepath.Join(dir, HeadFile), fmt.Appendf(nil, "%-*s\n", hashHexLen, prev), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return total
+}
