@@ -9,6 +9,24 @@ cd "$(dirname "$0")/.."
 ensure_dockerd
 bench() { echo; echo "## $*"; go test -run '^$' "$@" 2>&1 | grep -E '^(Benchmark|ok|FAIL|---)' || true; }
 
+# goal NAME PKG BENCHTIME "UNIT…" TARGET runs BenchmarkGoal<NAME> (its
+# toolgate and baseline sides in one process) and adds a row per unit to the
+# goals table printed at the end.
+goals=$(mktemp); trap 'rm -f "$goals"' EXIT
+goal() {
+  local name=$1 pkg=$2 bt=$3 units=$4 target=$5 out u
+  echo "## goal $name ($pkg)" >&2
+  out=$(go test -run '^$' -bench "^BenchmarkGoal$name\$" -benchtime "$bt" -timeout 30m "$pkg" 2>&1) || { echo "$out" >&2; echo "| $name | – | failed | | | $target |" >>"$goals"; return 0; }
+  echo "$out" | grep -E '^BenchmarkGoal' >&2 || true
+  for u in $units; do echo "$out" | awk -v goal="$name" -v unit="$u" -v target="$target" -f scripts/goal.awk >>"$goals"; done
+}
+print_goals() {
+  echo; echo "## Goals of issue 13: toolgate beside its baseline, same run (ratio = toolgate ÷ baseline)"
+  echo "| goal | unit | toolgate | baseline | ratio | target |"
+  echo "|---|---|---|---|---|---|"
+  cat "$goals"
+}
+
 bench -bench Decide20Rules -benchtime 20000x -benchmem ./internal/policy
 bench -bench 'AppendSingle|AppendParallel64' -benchtime 2000x ./internal/audit
 bench -bench GatewayOverhead -benchtime 2000x ./internal/daemon

@@ -1,0 +1,20 @@
+# goal.awk picks one metric of a BenchmarkGoal<Name> run out of `go test
+# -bench` output and prints one table row: the toolgate and baseline values
+# and their ratio (toolgate ÷ baseline). ns/op is shown in milliseconds.
+# Variables: goal (the name), unit (the metric: ms, p50-ms, p99-ms, MB/s,
+# entries/s, peak-MiB), target (the issue's words).
+$1 ~ /^BenchmarkGoal/ {
+  split($1, part, "/")
+  side = part[2]; sub(/-[0-9]+$/, "", side)
+  for (i = 3; i < NF; i += 2) {
+    u = $(i + 1); v = $i
+    if (u == "ns/op") { u = "ms"; v = v / 1e6 }
+    if (u == unit) val[side] = v
+  }
+}
+END {
+  t = ("toolgate" in val) ? sprintf("%.3g", val["toolgate"]) : "missing"
+  b = ("baseline" in val) ? sprintf("%.3g", val["baseline"]) : "missing"
+  r = (("toolgate" in val) && ("baseline" in val) && val["baseline"] != 0) ? sprintf("%.2f", val["toolgate"] / val["baseline"]) : "–"
+  printf "| %s | %s | %s | %s | %s | %s |\n", goal, unit, t, b, r, target
+}
