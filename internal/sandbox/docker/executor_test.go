@@ -6,42 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox/hostexec"
+	"github.com/toolgate/toolgate/internal/testenv/probe"
 )
-
-// listenCounting serves a Unix socket at path and counts its connections:
-// a stand-in for a socket the gateway must never be steered to.
-func listenCounting(t *testing.T, path string) *atomic.Int64 {
-	t.Helper()
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var n atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			n.Add(1)
-			c.Close()
-		}
-	}()
-	return &n
-}
 
 // executorPid finds the executor inside the sandbox (through the Engine).
 func executorPid(t *testing.T, sb *Sandbox) int {
@@ -97,7 +73,7 @@ func TestPlantedExecutorSocketRefused(t *testing.T) {
 	ctx := context.Background()
 	sock := filepath.Join(spec.ExecDir(), proto.ExecSocketName)
 	victim := filepath.Join(testTmp, fmt.Sprintf("victim-%d.sock", os.Getpid()))
-	accepted := listenCounting(t, victim)
+	accepted := probe.ListenCounting(t, victim)
 	plants := map[string]func() error{
 		"symlink": func() error { return os.Symlink(victim, sock) },
 		"fifo":    func() error { return syscall.Mkfifo(sock, 0o600) },

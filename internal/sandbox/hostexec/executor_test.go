@@ -6,52 +6,28 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/testenv/probe"
 )
-
-// listenCounting serves a Unix socket at path and counts its connections:
-// a stand-in for a socket the gateway must never be steered to.
-func listenCounting(t *testing.T, path string) *atomic.Int64 {
-	t.Helper()
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var n atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			n.Add(1)
-			c.Close()
-		}
-	}()
-	return &n
-}
 
 func TestDialRefusesPlantedFiles(t *testing.T) {
 	uid := os.Getuid()
 	victim := filepath.Join(t.TempDir(), "admin.sock")
-	accepted := listenCounting(t, victim)
+	accepted := probe.ListenCounting(t, victim)
 	tests := []struct {
 		name  string
 		plant func(dir string) error
 		uid   int
 		want  string // "" = connects
 	}{
-		{"real socket", func(dir string) error { listenCounting(t, filepath.Join(dir, proto.ExecSocketName)); return nil }, uid, ""},
+		{"real socket", func(dir string) error { probe.ListenCounting(t, filepath.Join(dir, proto.ExecSocketName)); return nil }, uid, ""},
 		{"missing", func(string) error { return nil }, uid, "no such file"},
 		{"symlink to another socket", func(dir string) error { return os.Symlink(victim, filepath.Join(dir, proto.ExecSocketName)) }, uid, "not a socket"},
 		{"symlink to the docker socket", func(dir string) error {
@@ -59,7 +35,7 @@ func TestDialRefusesPlantedFiles(t *testing.T) {
 		}, uid, "not a socket"},
 		{"fifo", func(dir string) error { return syscall.Mkfifo(filepath.Join(dir, proto.ExecSocketName), 0o600) }, uid, "not a socket"},
 		{"regular file", func(dir string) error { return os.WriteFile(filepath.Join(dir, proto.ExecSocketName), nil, 0o600) }, uid, "not a socket"},
-		{"socket of another user", func(dir string) error { listenCounting(t, filepath.Join(dir, proto.ExecSocketName)); return nil }, uid + 1, "owned by uid"},
+		{"socket of another user", func(dir string) error { probe.ListenCounting(t, filepath.Join(dir, proto.ExecSocketName)); return nil }, uid + 1, "owned by uid"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
