@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,40 +160,18 @@ const claudeHostKey = "sk-ant-host-only-claude-e2e-5f0c2a"
 // connection the Bash command opened (egress to a service on the host) to
 // the run's exec, beside the hook decisions.
 func TestClaudeCodeInSandbox(t *testing.T) {
-	image := testenv.AgentImage(t, "claude-code")
 	fake := newScriptedAnthropic(t)
 	// A service on the host the agent may reach through egress.
 	service := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pong") }))
 	defer service.Close()
 	_, servicePort, _ := strings.Cut(strings.TrimPrefix(service.URL, "http://"), ":")
-	e := newEnv(t, "claude")
-	a := e.agents[0]
-	if err := os.WriteFile(filepath.Join(e.home, "secrets.yaml"),
-		[]byte(fmt.Sprintf("secrets:\n  anthropic_key: {value: %q, agents: [%q], tools: [anthropic]}\n", claudeHostKey, a)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, clientBin := testenv.Binaries(t)
-	cfg := fmt.Sprintf(`gateway:
-  clientBinary: %s
-  models:
-    anthropic: {api: anthropic, url: %q, secret: anthropic_key, private: allow}
-agents:
-  %s:
-    image: %s
-    model: {providers: [anthropic]}
-    egress: {private: allow, allow: ["localhost:%s"]}
-    limits: {execTimeout: 3m, memory: 1g}
+	e := modelAgent(t, "claude", "anthropic", claudeHostKey, fake.URL, fmt.Sprintf(`    egress: {private: allow, allow: ["localhost:%s"]}
     rules:
       - name: no-forbidden
         deny: 'tool == "Bash" && command.contains("forbidden")'
         reason: the word forbidden is not for Bash
-`, clientBin, fake.URL, a, image, servicePort)
-	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.d.Reload(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+`, servicePort))
+	a := e.agents[0]
 	toolgate, _ := testenv.Binaries(t)
 	claude := func(prompt string, extra ...string) (string, int) {
 		args := append([]string{"run", a, "-e", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}, extra...)
@@ -312,31 +289,9 @@ agents:
 // actuator of its own, only the MCP door's tools, and acts through them:
 // its exec is a call of the gateway's, decided and recorded via mcp.
 func TestClaudeCodeDoorOnly(t *testing.T) {
-	image := testenv.AgentImage(t, "claude-code")
 	fake := newScriptedAnthropic(t)
-	e := newEnv(t, "dooronly")
+	e := modelAgent(t, "dooronly", "anthropic", claudeHostKey, fake.URL, "")
 	a := e.agents[0]
-	if err := os.WriteFile(filepath.Join(e.home, "secrets.yaml"),
-		[]byte(fmt.Sprintf("secrets:\n  anthropic_key: {value: %q, agents: [%q], tools: [anthropic]}\n", claudeHostKey, a)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, clientBin := testenv.Binaries(t)
-	cfg := fmt.Sprintf(`gateway:
-  clientBinary: %s
-  models:
-    anthropic: {api: anthropic, url: %q, secret: anthropic_key, private: allow}
-agents:
-  %s:
-    image: %s
-    model: {providers: [anthropic]}
-    limits: {execTimeout: 3m, memory: 1g}
-`, clientBin, fake.URL, a, image)
-	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.d.Reload(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	toolgate, _ := testenv.Binaries(t)
 	cmd := exec.Command(toolgate, "run", a, "--door-only", "-e", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "--",
 		"claude", "-p", "--model", "claude-sonnet-4-5", "MCP:echo door-$((6*7)) > /workspace/door.txt && cat /workspace/door.txt")

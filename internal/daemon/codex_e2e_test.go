@@ -109,31 +109,42 @@ const openaiHostKey = "sk-openai-host-only-agents-e2e-77aa"
 // Debian userland) with the model door's openai provider in front of fake.
 func openaiAgent(t *testing.T, name string, fake *scriptedResponses) (e *env, agent, workspace string) {
 	t.Helper()
+	e = modelAgent(t, name, "openai", openaiHostKey, fake.URL, "")
+	a := e.agents[0]
+	return e, a, filepath.Join(e.home, "agents", a, "workspace")
+}
+
+// modelAgent is a daemon whose one agent runs in the claude-code image with
+// the model door's provider api (anthropic, openai) in front of url, its key
+// a host secret the agent's sandbox never holds; extra is more of the
+// agent's YAML, indented as its keys are.
+func modelAgent(t *testing.T, name, api, key, url, extra string) *env {
+	t.Helper()
 	image := testenv.AgentImage(t, "claude-code")
-	e = newEnv(t, name)
+	e := newEnv(t, name)
 	a := e.agents[0]
 	if err := os.WriteFile(filepath.Join(e.home, "secrets.yaml"),
-		[]byte(fmt.Sprintf("secrets:\n  openai_key: {value: %q, agents: [%q], tools: [openai]}\n", openaiHostKey, a)), 0o600); err != nil {
+		[]byte(fmt.Sprintf("secrets:\n  %s_key: {value: %q, agents: [%q], tools: [%s]}\n", api, key, a, api)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, clientBin := testenv.Binaries(t)
 	cfg := fmt.Sprintf(`gateway:
   clientBinary: %s
   models:
-    openai: {api: openai, url: %q, secret: openai_key, private: allow}
+    %s: {api: %s, url: %q, secret: %s_key, private: allow}
 agents:
   %s:
     image: %s
-    model: {providers: [openai]}
+    model: {providers: [%s]}
     limits: {execTimeout: 3m, memory: 1g}
-`, clientBin, fake.URL, a, image)
+`, clientBin, api, api, url, api, a, image, api) + extra
 	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.d.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return e, a, filepath.Join(e.home, "agents", a, "workspace")
+	return e
 }
 
 // runAgent runs `toolgate run AGENT ARGS…`, which must succeed and print
