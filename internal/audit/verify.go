@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -76,14 +77,19 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 		return nil, err
 	}
 	rep := &VerifyReport{}
+	ch := &chainWalk{rep: rep, c: newLinkChecker(), last: make([]byte, 0, hashHexLen)}
+	defer func() { rep.Last = string(ch.last) }()
 	seenHead := head == ""
 	lastFile, lastLineNo := CurrentFile, 0
+	// Large reads: verifying is a pass over the whole log.
+	r := bufio.NewReaderSize(nil, 1<<20)
+	var long []byte
 	walk := func(name string, f *os.File) (bool, error) {
 		rep.Files++
 		lastFile, lastLineNo = name, 0
-		r := bufio.NewReaderSize(f, 64<<10)
+		r.Reset(f)
 		for {
-			line, err := r.ReadBytes('\n')
+			line, err := readLine(r, &long)
 			if len(line) == 0 && err == io.EOF {
 				return true, nil
 			}
@@ -91,11 +97,11 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 				return false, fmt.Errorf("audit: %w", err)
 			}
 			lastLineNo++
-			if reason := rep.check(line); reason != "" {
+			if reason := ch.check(line); reason != "" {
 				rep.Bad = &BadLine{File: lastFile, Line: lastLineNo, Reason: reason}
 				return false, nil
 			}
-			seenHead = seenHead || rep.Last == head
+			seenHead = seenHead || string(ch.last) == head
 		}
 	}
 	curName := CurrentFile
@@ -131,23 +137,45 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 	return rep, nil
 }
 
+// readLine reads the next line with its newline (without one at the end
+// of the file), like ReadBytes, but into r's buffer, or into *long when the
+// line is longer than that; it is valid until the next read.
+func readLine(r *bufio.Reader, long *[]byte) ([]byte, error) {
+	line, err := r.ReadSlice('\n')
+	if err != bufio.ErrBufferFull {
+		return line, err
+	}
+	*long = append((*long)[:0], line...)
+	for err == bufio.ErrBufferFull {
+		line, err = r.ReadSlice('\n')
+		*long = append(*long, line...)
+	}
+	return *long, err
+}
+
+// chainWalk follows the chain line by line.
+type chainWalk struct {
+	rep  *VerifyReport
+	c    *linkChecker
+	last []byte // hash of the last good line
+}
+
 // check verifies one line read with its newline and advances the chain.
-func (r *VerifyReport) check(line []byte) string {
+func (w *chainWalk) check(line []byte) string {
 	if line[len(line)-1] != '\n' {
 		return "torn line: no trailing newline"
 	}
-	line = line[:len(line)-1]
-	e, err := parseLine(line)
+	prev, hash, err := w.c.link(line[:len(line)-1])
 	if err != nil {
 		return err.Error()
 	}
-	if e.Prev != r.Last {
-		if r.Last == "" {
+	if !bytes.Equal(prev, w.last) {
+		if len(w.last) == 0 {
 			return "chain does not start here: prev should be empty (earlier lines or files removed?)"
 		}
-		return fmt.Sprintf("prev %.12s… does not match the previous line's hash %.12s…: a line was removed, inserted or reordered", e.Prev, r.Last)
+		return fmt.Sprintf("prev %.12s… does not match the previous line's hash %.12s…: a line was removed, inserted or reordered", prev, w.last)
 	}
-	r.Last = e.Hash
-	r.Entries++
+	w.last = append(w.last[:0], hash...)
+	w.rep.Entries++
 	return ""
 }

@@ -1,10 +1,13 @@
 package audit
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/gateway"
 )
 
 func TestVerifyDetectsTampering(t *testing.T) {
@@ -140,5 +143,98 @@ func TestVerifyWhileRotating(t *testing.T) {
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestVerifyNamesFileAndLine: damage anywhere in a log of several files is
+// reported at the file and line where it is, with what is wrong.
+func TestVerifyNamesFileAndLine(t *testing.T) {
+	type files = []string // the log's files, oldest first
+	rewrite := func(t *testing.T, path string, f func(ls []string) []string) {
+		if err := os.WriteFile(path, []byte(strings.Join(f(lines(t, path)), "")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		tamper func(t *testing.T, fs files)
+		file   int // index in files
+		line   int
+		reason string
+	}{
+		{"a byte flipped", func(t *testing.T, fs files) {
+			rewrite(t, fs[1], func(ls []string) []string { ls[6] = strings.Replace(ls[6], "pkg", "pkh", 1); return ls })
+		}, 1, 7, "hash mismatch"},
+		{"a byte of the hash flipped", func(t *testing.T, fs files) {
+			rewrite(t, fs[1], func(ls []string) []string {
+				b := []byte(ls[6])
+				b[len(b)-5] ^= 1
+				ls[6] = string(b)
+				return ls
+			})
+		}, 1, 7, "hash mismatch"},
+		{"a line deleted", func(t *testing.T, fs files) {
+			rewrite(t, fs[1], func(ls []string) []string { return append(ls[:6], ls[7:]...) })
+		}, 1, 7, "removed, inserted or reordered"},
+		{"lines reordered", func(t *testing.T, fs files) {
+			rewrite(t, fs[2], func(ls []string) []string { ls[6], ls[7] = ls[7], ls[6]; return ls })
+		}, 2, 7, "removed, inserted or reordered"},
+		{"an empty line", func(t *testing.T, fs files) {
+			rewrite(t, fs[1], func(ls []string) []string { ls[6] = "\n" + ls[6]; return ls })
+		}, 1, 7, "no trailing hash field"},
+		{"a rotated file cut mid-line", func(t *testing.T, fs files) {
+			fi, _ := os.Stat(fs[1])
+			os.Truncate(fs[1], fi.Size()-10)
+		}, 1, 50, "torn line"},
+		{"a rotated file's last line cut", func(t *testing.T, fs files) {
+			rewrite(t, fs[1], func(ls []string) []string { return append(ls[:49], "") })
+		}, 2, 1, "removed, inserted or reordered"},
+		{"a rotated file removed", func(t *testing.T, fs files) { os.Remove(fs[1]) }, 2, 1, "removed, inserted or reordered"},
+		{"the end cut", func(t *testing.T, fs files) {
+			rewrite(t, fs[3], func(ls []string) []string { return append(ls[:40], "") })
+		}, 3, 41, "entries missing at the end"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			synthLog(t, dir, 200, 50)
+			fs, _ := allFiles(dir)
+			if len(fs) != 4 {
+				t.Fatalf("%d files, want 4", len(fs))
+			}
+			verifyOK(t, dir, 200)
+			tc.tamper(t, fs)
+			rep, err := Verify(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := filepath.Base(fs[tc.file])
+			if rep.OK() || rep.Bad.File != want || rep.Bad.Line != tc.line || !strings.Contains(rep.Bad.Reason, tc.reason) {
+				t.Fatalf("got %v, want %s:%d: …%s…", rep.Bad, want, tc.line, tc.reason)
+			}
+		})
+	}
+}
+
+// TestVerifyLongLine: a line longer than verify's read buffer is read and
+// checked whole.
+func TestVerifyLongLine(t *testing.T) {
+	dir := t.TempDir()
+	w := open(t, dir, Options{})
+	e := entry(0)
+	e.Args = json.RawMessage(`{"data":"` + strings.Repeat("x", 3<<20) + `"}`)
+	for _, e := range []*gateway.Entry{entry(1), e, entry(2)} {
+		if err := w.Append(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	verifyOK(t, dir, 3)
+	path := filepath.Join(dir, CurrentFile)
+	data, _ := os.ReadFile(path)
+	data[2<<20] = 'y' // inside the long line's args
+	os.WriteFile(path, data, 0o600)
+	rep, _ := Verify(dir)
+	if rep.OK() || rep.Bad.Line != 2 || !strings.Contains(rep.Bad.Reason, "hash mismatch") {
+		t.Fatalf("got %v", rep.Bad)
 	}
 }
