@@ -43,11 +43,14 @@ ensure_claude_cli() {
   export TOOLGATE_CLAUDE="$bin"
 }
 
-# build puts toolgate and the static in-sandbox binaries (the client and
-# the lean launcher, which the daemon finds beside it) into bin/.
+# build puts toolgate, toolgate-gateway (which toolgate runs for serve,
+# policy, audit … and finds beside it) and the static in-sandbox binaries
+# (the client and the lean launcher, which the daemon finds beside it) into
+# bin/. toolgate is static too: no dynamic loader at each command's start.
 build() {
   mkdir -p bin
-  go build -o bin/toolgate ./cmd/toolgate
+  CGO_ENABLED=0 go build -o bin/toolgate ./cmd/toolgate
+  go build -o bin/toolgate-gateway ./cmd/toolgate-gateway
   CGO_ENABLED=0 go build -o bin/toolgate-client ./cmd/toolgate-client
   CGO_ENABLED=0 go build -o bin/toolgate-launch ./cmd/toolgate-launch
 }

@@ -1,5 +1,6 @@
-// Command toolgate is the gateway daemon and its CLI; the commands live in
-// internal/cli.
+// Command toolgate is the CLI; the commands live in internal/cli. The
+// commands that run the gateway's own code (serve, policy, audit …) it
+// hands to toolgate-gateway, installed beside it.
 package main
 
 import (

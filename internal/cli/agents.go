@@ -10,13 +10,13 @@ import (
 	"github.com/toolgate/toolgate/internal/adminapi"
 )
 
-func newAgentsCmd(g *globals) *cobra.Command {
+func newAgentsCmd(g *Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "agents",
 		Short: "List agents with their sandbox state and call counts",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := adminapi.Dial(g.home)
+			c, err := adminapi.Dial(g.Home)
 			if err != nil {
 				return err
 			}

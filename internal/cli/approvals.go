@@ -11,7 +11,7 @@ import (
 	"github.com/toolgate/toolgate/internal/adminapi"
 )
 
-func newApprovalsCmd(g *globals) *cobra.Command {
+func newApprovalsCmd(g *Globals) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "approvals",
@@ -23,7 +23,7 @@ toolgate approvals approve ID or toolgate approvals deny ID --reason TEXT.
 Who answered, and when, is recorded in the call's audit entry.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := adminapi.Dial(g.home)
+			c, err := adminapi.Dial(g.Home)
 			if err != nil {
 				return err
 			}
@@ -66,7 +66,7 @@ Who answered, and when, is recorded in the call's audit entry.`,
 	return cmd
 }
 
-func newAnswerCmd(g *globals, approve bool) *cobra.Command {
+func newAnswerCmd(g *Globals, approve bool) *cobra.Command {
 	var a adminapi.ApprovalAnswer
 	var standFor time.Duration
 	a.Approve = approve
@@ -82,7 +82,7 @@ func newAnswerCmd(g *globals, approve bool) *cobra.Command {
 			if standFor > 0 {
 				a.For = standFor.String()
 			}
-			c, err := adminapi.Dial(g.home)
+			c, err := adminapi.Dial(g.Home)
 			if err != nil {
 				return err
 			}

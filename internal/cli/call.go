@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func newCallCmd(g *globals) *cobra.Command {
+func newCallCmd(g *Globals) *cobra.Command {
 	var args string
 	cmd := &cobra.Command{
 		Use:     "call AGENT TOOL --args JSON",

@@ -11,8 +11,8 @@ import (
 
 // callTool sends one call to the daemon. With stream set, output is copied
 // to the terminal as it is produced.
-func callTool(cmd *cobra.Command, g *globals, agent, tool string, args any, stream bool) (*gateway.Result, error) {
-	c, err := adminapi.Dial(g.home)
+func callTool(cmd *cobra.Command, g *Globals, agent, tool string, args any, stream bool) (*gateway.Result, error) {
+	c, err := adminapi.Dial(g.Home)
 	if err != nil {
 		return nil, err
 	}
@@ -22,7 +22,8 @@ func callTool(cmd *cobra.Command, g *globals, agent, tool string, args any, stre
 	return c.Call(cmd.Context(), agent, tool, args, nil, nil)
 }
 
-func usageErr(cmd *cobra.Command, msg string) error {
+// UsageErr is a command-line mistake: msg and the command's usage line.
+func UsageErr(cmd *cobra.Command, msg string) error {
 	return fmt.Errorf("%s\nusage: %s", msg, cmd.UseLine())
 }
 

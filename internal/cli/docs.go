@@ -13,9 +13,10 @@ import (
 )
 
 // Docs renders the CLI reference: one Markdown page per command, named by
-// its path (toolgate_hooks_install.md), from the command tree itself.
+// its path (toolgate_hooks_install.md), from the command tree root (the
+// whole tree is toolgate-gateway's: gatewaycmd.NewRootCmd).
 // cobra/doc would do it but brings a man-page renderer and a YAML library.
-func Docs() map[string][]byte {
+func Docs(root *cobra.Command) map[string][]byte {
 	pages := map[string][]byte{}
 	var walk func(*cobra.Command)
 	walk = func(c *cobra.Command) {
@@ -26,14 +27,14 @@ func Docs() map[string][]byte {
 			}
 		}
 	}
-	walk(NewRootCmd())
+	walk(root)
 	return pages
 }
 
-// WriteDocs replaces the Markdown pages in dir with Docs: a page of a
+// WriteDocs replaces the Markdown pages in dir with Docs(root): a page of a
 // command that no longer exists is removed.
-func WriteDocs(dir string) error {
-	pages := Docs()
+func WriteDocs(dir string, root *cobra.Command) error {
+	pages := Docs(root)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ func (f *envFlags) apply(cmd *cobra.Command, call map[string]any) error {
 		for _, kv := range set.flags {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || k == "" {
-				return usageErr(cmd, set.want+kv)
+				return UsageErr(cmd, set.want+kv)
 			}
 			m[k] = v
 		}

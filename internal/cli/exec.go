@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func newExecCmd(g *globals) *cobra.Command {
+func newExecCmd(g *Globals) *cobra.Command {
 	var (
 		cwd, timeout string
 		env          envFlags
@@ -26,7 +26,7 @@ func newExecCmd(g *globals) *cobra.Command {
 				call["command"] = shell
 			} else {
 				if len(args) < 2 {
-					return usageErr(cmd, "give a command after -- or with -c")
+					return UsageErr(cmd, "give a command after -- or with -c")
 				}
 				call["argv"] = args[1:]
 			}
@@ -51,7 +51,7 @@ func newExecCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if res.ExitCode != nil && *res.ExitCode != 0 {
-				return exitCode(*res.ExitCode)
+				return ExitCode(*res.ExitCode)
 			}
 			return nil
 		},

@@ -17,7 +17,7 @@ import (
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
-func newIngestCmd(g *globals) *cobra.Command {
+func newIngestCmd(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "ingest", Short: "Record what a transcript shows as observations"}
 	var agent string
 	sj := &cobra.Command{
@@ -29,7 +29,7 @@ twice; a truncated last line is ignored. Observations are never decisions.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if agent == "" {
-				return usageErr(cmd, "--agent is required")
+				return UsageErr(cmd, "--agent is required")
 			}
 			var in io.Reader = os.Stdin
 			if args[0] != "-" {
@@ -40,7 +40,7 @@ twice; a truncated last line is ignored. Observations are never decisions.`,
 				defer f.Close()
 				in = f
 			}
-			ans, err := postObservations(cmd.Context(), g.home, agent, in)
+			ans, err := postObservations(cmd.Context(), g.Home, agent, in)
 			if err != nil {
 				return err
 			}

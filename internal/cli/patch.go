@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func newPatchCmd(g *globals) *cobra.Command {
+func newPatchCmd(g *Globals) *cobra.Command {
 	var old, repl, diffFile string
 	cmd := &cobra.Command{
 		Use:   "patch AGENT PATH (--old TEXT --new TEXT | --diff FILE)",
@@ -25,7 +25,7 @@ func newPatchCmd(g *globals) *cobra.Command {
 			case cmd.Flags().Changed("old"):
 				call["old"], call["new"] = old, repl
 			default:
-				return usageErr(cmd, "give --old and --new, or --diff")
+				return UsageErr(cmd, "give --old and --new, or --diff")
 			}
 			res, err := callTool(cmd, g, args[0], "patch", call, false)
 			if err != nil {

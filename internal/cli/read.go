@@ -12,7 +12,7 @@ import (
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
-func newReadCmd(g *globals) *cobra.Command {
+func newReadCmd(g *Globals) *cobra.Command {
 	var offset, limit int
 	var raw bool
 	cmd := &cobra.Command{
@@ -31,7 +31,7 @@ func newReadCmd(g *globals) *cobra.Command {
 				// Bytes as they come, straight to stdout: memory stays
 				// constant whatever the file's size.
 				call["encoding"] = "raw"
-				c, err := adminapi.Dial(g.home)
+				c, err := adminapi.Dial(g.Home)
 				if err != nil {
 					return err
 				}

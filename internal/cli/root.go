@@ -2,56 +2,76 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/config"
 )
 
-// globals are the flags every command shares.
-type globals struct {
-	home   string
-	config string
+// Globals are the flags every command shares.
+type Globals struct {
+	Home   string
+	Config string
 }
 
-func (g *globals) configPath() string {
-	if g.config != "" {
-		return g.config
+// ConfigPath is the config file the flags name.
+func (g *Globals) ConfigPath() string {
+	if g.Config != "" {
+		return g.Config
 	}
-	return filepath.Join(g.home, "config.yaml")
+	return filepath.Join(g.Home, "config.yaml")
 }
 
-// NewRootCmd returns the toolgate command tree.
-func NewRootCmd() *cobra.Command {
-	g := &globals{}
+// defaultHome is $TOOLGATE_HOME, else ~/.toolgate.
+func defaultHome() (string, error) {
+	if h := os.Getenv("TOOLGATE_HOME"); h != "" {
+		return filepath.Abs(h)
+	}
+	u, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("cannot find the home directory (set TOOLGATE_HOME): %w", err)
+	}
+	return filepath.Join(u, ".toolgate"), nil
+}
+
+// Commands adds commands to the tree, given the shared flags.
+type Commands func(g *Globals) []*cobra.Command
+
+// NewRootCmd returns the command tree of the toolgate binary: the commands
+// that talk to a running gateway (and token, which edits the token store),
+// and for each other command a stand-in that runs toolgate-gateway instead
+// (gateway.go).
+func NewRootCmd() *cobra.Command { return NewRootWith(delegated) }
+
+// NewRootWith returns the command tree with the gateway's commands made by
+// gateway: toolgate-gateway's tree when they are the real ones.
+func NewRootWith(gateway Commands) *cobra.Command {
+	g := &Globals{}
 	root := &cobra.Command{
 		Use:           "toolgate",
 		Short:         "One chokepoint for every tool call an AI agent makes",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			if g.home != "" {
+			if g.Home != "" {
 				return nil
 			}
 			var err error
-			g.home, err = config.Home()
+			g.Home, err = defaultHome()
 			return err
 		},
 	}
-	root.PersistentFlags().StringVar(&g.home, "home", "", "toolgate home (default $TOOLGATE_HOME or ~/.toolgate)")
-	root.PersistentFlags().StringVar(&g.config, "config", "", "config file (default HOME/config.yaml)")
+	root.PersistentFlags().StringVar(&g.Home, "home", "", "toolgate home (default $TOOLGATE_HOME or ~/.toolgate)")
+	root.PersistentFlags().StringVar(&g.Config, "config", "", "config file (default HOME/config.yaml)")
 	root.AddCommand(
-		newInitCmd(g), newServeCmd(g), newAgentsCmd(g), newExecCmd(g), newReadCmd(g),
-		newWriteCmd(g), newPatchCmd(g), newCallCmd(g), newAuditCmd(g), newPolicyCmd(g),
-		newConfigCmd(g), newSandboxCmd(g),
-		newHooksCmd(g), newRunCmd(g), newIngestCmd(g),
+		newAgentsCmd(g), newExecCmd(g), newReadCmd(g),
+		newWriteCmd(g), newPatchCmd(g), newCallCmd(g),
+		newRunCmd(g), newIngestCmd(g),
 		newTokenCmd(g),
-		newToolsCmd(g),
 		newApprovalsCmd(g),
-		newSecretsCmd(g), newUsageCmd(g),
-		newAgentCmd(g),
 	)
+	root.AddCommand(gateway(g)...)
 	refuseUnknownSubcommands(root)
 	return root
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/toolgate/toolgate/internal/proto"
 )
 
-func newRunCmd(g *globals) *cobra.Command {
+func newRunCmd(g *Globals) *cobra.Command {
 	var (
 		cwd, timeout string
 		env          envFlags
@@ -47,7 +47,7 @@ decided and recorded as a call; the hook gate still guards what remains.`,
 			if doorOnly {
 				var err error
 				if argv, err = hooks.DoorOnly(argv, proto.ClientPath); err != nil {
-					return usageErr(cmd, err.Error())
+					return UsageErr(cmd, err.Error())
 				}
 			}
 			argv, gated, err := hooks.WithGate(argv, hooks.GateCommand{Command: proto.ClientPath})
@@ -67,7 +67,7 @@ decided and recorded as a call; the hook gate still guards what remains.`,
 			if err := env.apply(cmd, call); err != nil {
 				return err
 			}
-			c, err := adminapi.Dial(g.home)
+			c, err := adminapi.Dial(g.Home)
 			if err != nil {
 				return err
 			}
@@ -76,7 +76,7 @@ decided and recorded as a call; the hook gate still guards what remains.`,
 			if session == "" {
 				session = gateway.NewID()
 			} else if !proto.ValidCallID(session) {
-				return usageErr(cmd, fmt.Sprintf("--session %q: letters, digits, _ and -, at most 128", session))
+				return UsageErr(cmd, fmt.Sprintf("--session %q: letters, digits, _ and -, at most 128", session))
 			}
 			if interactive(os.Stderr) { // a script's output stays the program's own
 				fmt.Fprintf(os.Stderr, "toolgate: session %s (toolgate audit show --session %s)\n", session, session)
@@ -86,7 +86,7 @@ decided and recorded as a call; the hook gate still guards what remains.`,
 				return err
 			}
 			if res.ExitCode != nil && *res.ExitCode != 0 {
-				return exitCode(*res.ExitCode)
+				return ExitCode(*res.ExitCode)
 			}
 			return nil
 		},

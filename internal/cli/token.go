@@ -12,14 +12,14 @@ import (
 	"github.com/toolgate/toolgate/internal/auth"
 )
 
-func newTokenCmd(g *globals) *cobra.Command {
+func newTokenCmd(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "token", Short: "Create, list and revoke scoped bearer tokens",
 		Long: `Tokens are stored hashed in HOME/tokens.json; the secret is printed once, at creation.
 Scopes: admin (the admin API), mcp (the MCP door as one agent), skills (only the skills
 resources of the MCP door; global skills, plus the agent's with --agent), viewer (only
 the read-only dashboard at /ui: it calls no tool and changes nothing).
 A running daemon sees changes at its next request.`}
-	store := func() (*auth.Store, error) { return auth.OpenStore(filepath.Join(g.home, auth.StoreFile)) }
+	store := func() (*auth.Store, error) { return auth.OpenStore(filepath.Join(g.Home, auth.StoreFile)) }
 
 	var agent, scope string
 	var ttl time.Duration

@@ -12,7 +12,7 @@ import (
 	"github.com/toolgate/toolgate/internal/adminapi"
 )
 
-func newWriteCmd(g *globals) *cobra.Command {
+func newWriteCmd(g *Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:     "write AGENT PATH < FILE",
 		Short:   "Replace a file in an agent's sandbox with standard input (atomic, creates directories)",
@@ -26,7 +26,7 @@ func newWriteCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer done()
-			c, err := adminapi.Dial(g.home)
+			c, err := adminapi.Dial(g.Home)
 			if err != nil {
 				return err
 			}

@@ -308,18 +308,6 @@ func TestDefaultYAMLLoads(t *testing.T) {
 	}
 }
 
-func TestHome(t *testing.T) {
-	t.Setenv("TOOLGATE_HOME", "/srv/tg")
-	if h, err := Home(); err != nil || h != "/srv/tg" {
-		t.Errorf("Home() = %q, %v", h, err)
-	}
-	t.Setenv("TOOLGATE_HOME", "")
-	t.Setenv("HOME", "/home/x")
-	if h, err := Home(); err != nil || h != "/home/x/.toolgate" {
-		t.Errorf("Home() = %q, %v", h, err)
-	}
-}
-
 func TestEmptyFile(t *testing.T) {
 	cfg, err := Parse(home, "c.yaml", nil)
 	if err != nil || len(cfg.Agents) != 0 || cfg.Gateway.Audit.Dir != home+"/logs" {

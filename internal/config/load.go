@@ -3,7 +3,6 @@ package config
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,18 +13,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 )
-
-// Home returns the toolgate home directory: $TOOLGATE_HOME, else ~/.toolgate.
-func Home() (string, error) {
-	if h := os.Getenv("TOOLGATE_HOME"); h != "" {
-		return filepath.Abs(h)
-	}
-	u, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("cannot find the home directory (set TOOLGATE_HOME): %w", err)
-	}
-	return filepath.Join(u, ".toolgate"), nil
-}
 
 // Load reads, validates and completes the configuration at path
 // (HOME/config.yaml when path is empty). Invalid files yield Errors, every

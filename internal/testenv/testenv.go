@@ -58,9 +58,9 @@ var (
 	buildErr  error
 )
 
-// Binaries builds toolgate and the static toolgate-client and
-// toolgate-launch once per test process, side by side as the daemon expects,
-// and returns the paths of the first two.
+// Binaries builds toolgate, toolgate-gateway and the static toolgate-client
+// and toolgate-launch once per test process, side by side as toolgate and
+// the daemon expect, and returns the paths of toolgate and the client.
 func Binaries(t testing.TB) (toolgate, clientBin string) {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -70,6 +70,7 @@ func Binaries(t testing.TB) (toolgate, clientBin string) {
 		}
 		for _, b := range []struct{ out, pkg string }{
 			{"toolgate", "github.com/toolgate/toolgate/cmd/toolgate"},
+			{"toolgate-gateway", "github.com/toolgate/toolgate/cmd/toolgate-gateway"},
 			{"toolgate-client", "github.com/toolgate/toolgate/cmd/toolgate-client"},
 			{"toolgate-launch", "github.com/toolgate/toolgate/cmd/toolgate-launch"},
 		} {

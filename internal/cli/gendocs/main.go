@@ -1,5 +1,6 @@
-// Command gendocs writes the CLI reference (docs/cli) from the command
-// tree: `go generate ./internal/cli`.
+// Command gendocs writes the CLI reference (docs/cli) from the whole
+// command tree (toolgate-gateway's, which toolgate's stands in for):
+// `go generate ./internal/cli`.
 package main
 
 import (
@@ -7,6 +8,7 @@ import (
 	"os"
 
 	"github.com/toolgate/toolgate/internal/cli"
+	"github.com/toolgate/toolgate/internal/cli/gatewaycmd"
 )
 
 func main() {
@@ -14,7 +16,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: gendocs DIR")
 		os.Exit(2)
 	}
-	if err := cli.WriteDocs(os.Args[1]); err != nil {
+	if err := cli.WriteDocs(os.Args[1], gatewaycmd.NewRootCmd()); err != nil {
 		fmt.Fprintln(os.Stderr, "gendocs:", err)
 		os.Exit(1)
 	}

@@ -1,4 +1,4 @@
-package cli
+package gatewaycmd
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/cli"
 
 	"github.com/toolgate/toolgate/internal/adminapi"
 	"github.com/toolgate/toolgate/internal/agentloop"
 )
 
-func newAgentCmd(g *globals) *cobra.Command {
+func newAgentCmd(g *cli.Globals) *cobra.Command {
 	var (
 		req      agentloop.StartRequest
 		maxTime  time.Duration
@@ -46,10 +47,10 @@ Ctrl-C stops the run; the session is saved after every step and
 				req.Task = args[1]
 			}
 			if req.Task == "" && req.Continue == "" {
-				return usageErr(cmd, "give a task, or --continue SESSION")
+				return cli.UsageErr(cmd, "give a task, or --continue SESSION")
 			}
 			req.Limits.Time, req.NoStream = maxTime, noStream
-			c, err := adminapi.Dial(g.home)
+			c, err := adminapi.Dial(g.Home)
 			if err != nil {
 				return err
 			}
@@ -81,13 +82,13 @@ Ctrl-C stops the run; the session is saved after every step and
 				if !jsonOut {
 					fmt.Fprintf(os.Stdout, "\ninterrupted; the session is saved — continue with: toolgate agent %s --continue %s\n", args[0], last.Session)
 				}
-				return exitCode(130)
+				return cli.ExitCode(130)
 			}
 			if err != nil && !errors.Is(err, context.Canceled) {
 				return err
 			}
 			if last.Stop != agentloop.StopDone {
-				return exitCode(1)
+				return cli.ExitCode(1)
 			}
 			return nil
 		},

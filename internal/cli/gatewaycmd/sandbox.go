@@ -1,15 +1,16 @@
-package cli
+package gatewaycmd
 
 import (
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
 	"github.com/toolgate/toolgate/internal/sandbox/rootfs"
 )
 
-func newSandboxCmd(g *globals) *cobra.Command {
+func newSandboxCmd(g *cli.Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "sandbox", Short: "Manage sandbox images"}
 	var (
 		force   bool
@@ -39,7 +40,7 @@ Any image of your own works too: toolgate mounts everything it needs.`,
 			}
 			p, err := rootfs.Lookup(profile)
 			if err != nil {
-				return usageErr(cmd, err.Error())
+				return cli.UsageErr(cmd, err.Error())
 			}
 			tag := p.Tag()
 			if len(args) == 1 {

@@ -1,4 +1,4 @@
-package cli
+package gatewaycmd
 
 import (
 	"encoding/json"
@@ -12,11 +12,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
-func newAuditCmd(g *globals) *cobra.Command {
+func newAuditCmd(g *cli.Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "audit", Short: "Read and verify the audit log"}
 	cmd.AddCommand(newAuditTailCmd(g), newAuditVerifyCmd(g), newAuditShowCmd(g), newAuditQueryCmd(g), newAuditReindexCmd(g))
 	return cmd
@@ -25,14 +26,14 @@ func newAuditCmd(g *globals) *cobra.Command {
 // auditDir is the configured audit directory, HOME/logs without a config
 // file. A config that exists but does not load is an error: falling back
 // would read (and verify) some other directory than the daemon writes.
-func (g *globals) auditDir() (string, error) {
-	cfg, err := config.Load(g.home, g.config)
+func auditDir(g *cli.Globals) (string, error) {
+	cfg, err := config.Load(g.Home, g.Config)
 	var dir string
 	switch {
 	case err == nil:
 		dir = cfg.Gateway.Audit.Dir
 	case errors.Is(err, fs.ErrNotExist):
-		dir = filepath.Join(g.home, "logs")
+		dir = filepath.Join(g.Home, "logs")
 	default:
 		return "", err
 	}
@@ -42,7 +43,7 @@ func (g *globals) auditDir() (string, error) {
 	return dir, nil
 }
 
-func newAuditTailCmd(g *globals) *cobra.Command {
+func newAuditTailCmd(g *cli.Globals) *cobra.Command {
 	var (
 		f      audit.Filter
 		n      int
@@ -57,7 +58,7 @@ func newAuditTailCmd(g *globals) *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if n < 0 {
-				return usageErr(cmd, fmt.Sprintf("-n/--lines %d: give how many past entries to print, 0 or more", n))
+				return cli.UsageErr(cmd, fmt.Sprintf("-n/--lines %d: give how many past entries to print, 0 or more", n))
 			}
 			if since > 0 {
 				f.Since = since.cutoff()
@@ -67,7 +68,7 @@ func newAuditTailCmd(g *globals) *cobra.Command {
 				enc := json.NewEncoder(os.Stdout)
 				print = func(e *gateway.Entry) error { return enc.Encode(e) }
 			}
-			dir, err := g.auditDir()
+			dir, err := auditDir(g)
 			if err != nil {
 				return err
 			}
@@ -85,13 +86,13 @@ func newAuditTailCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func newAuditVerifyCmd(g *globals) *cobra.Command {
+func newAuditVerifyCmd(g *cli.Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "verify",
 		Short: "Check the hash chain across all audit files; name the first bad line",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := g.auditDir()
+			dir, err := auditDir(g)
 			if err != nil {
 				return err
 			}
@@ -108,7 +109,7 @@ func newAuditVerifyCmd(g *globals) *cobra.Command {
 	}
 }
 
-func newAuditShowCmd(g *globals) *cobra.Command {
+func newAuditShowCmd(g *cli.Globals) *cobra.Command {
 	var session string
 	cmd := &cobra.Command{
 		Use:   "show ID | show --session SESSION",
@@ -117,13 +118,13 @@ func newAuditShowCmd(g *globals) *cobra.Command {
   toolgate audit show --session 18ed0cfbf8227ea357e317a3095b6d21   # model calls, the tool calls they caused …`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := g.auditDir()
+			dir, err := auditDir(g)
 			if err != nil {
 				return err
 			}
 			if session != "" {
 				if len(args) > 0 {
-					return usageErr(cmd, "give a call id or --session, not both")
+					return cli.UsageErr(cmd, "give a call id or --session, not both")
 				}
 				entries, err := sessionEntries(dir, session)
 				if err != nil {
@@ -136,7 +137,7 @@ func newAuditShowCmd(g *globals) *cobra.Command {
 				return nil
 			}
 			if len(args) == 0 {
-				return usageErr(cmd, "give a call id, or --session SESSION")
+				return cli.UsageErr(cmd, "give a call id, or --session SESSION")
 			}
 			entries, err := findCall(dir, args[0])
 			if err != nil {

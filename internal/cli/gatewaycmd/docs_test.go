@@ -1,4 +1,4 @@
-package cli
+package gatewaycmd
 
 import (
 	"bytes"
@@ -6,13 +6,15 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/cli"
 )
 
 // docs/cli is what the command tree says: after a change to a command,
 // `go generate ./internal/cli` brings it up to date (CI runs this test).
 func TestDocsCurrent(t *testing.T) {
-	dir := filepath.Join("..", "..", "docs", "cli")
-	pages := Docs()
+	dir := filepath.Join("..", "..", "..", "docs", "cli")
+	pages := cli.Docs(NewRootCmd())
 	for name, want := range pages {
 		got, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil || !bytes.Equal(got, want) {
@@ -47,13 +49,13 @@ func TestWriteDocsReplaces(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := WriteDocs(dir); err != nil {
+	if err := cli.WriteDocs(dir, NewRootCmd()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "toolgate_gone.md")); !os.IsNotExist(err) {
 		t.Errorf("stale page kept: %v", err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "toolgate.md")); !bytes.Equal(b, Docs()["toolgate.md"]) {
+	if b, _ := os.ReadFile(filepath.Join(dir, "toolgate.md")); !bytes.Equal(b, cli.Docs(NewRootCmd())["toolgate.md"]) {
 		t.Errorf("toolgate.md not rewritten: %q", b)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "README.md")); string(b) != "kept" {

@@ -1,4 +1,4 @@
-package cli
+package gatewaycmd
 
 import (
 	"errors"
@@ -9,36 +9,37 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/adminapi"
 	"github.com/toolgate/toolgate/internal/auth"
+	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/config"
 )
 
-func newInitCmd(g *globals) *cobra.Command {
+func newInitCmd(g *cli.Globals) *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Write a commented config and an admin token into the toolgate home",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := os.MkdirAll(g.home, 0o700); err != nil {
+			if err := os.MkdirAll(g.Home, 0o700); err != nil {
 				return err
 			}
-			path := g.configPath()
+			path := g.ConfigPath()
 			switch _, err := os.Stat(path); {
 			case err == nil && !force:
 				fmt.Fprintf(os.Stderr, "keeping existing %s (use --force to overwrite)\n", path)
 			case err == nil || errors.Is(err, os.ErrNotExist):
-				if err := os.WriteFile(path, []byte(config.DefaultYAML(g.home)), 0o600); err != nil {
+				if err := os.WriteFile(path, []byte(config.DefaultYAML(g.Home)), 0o600); err != nil {
 					return err
 				}
 				fmt.Fprintf(os.Stderr, "wrote %s\n", path)
 			default:
 				return err
 			}
-			tokenPath := filepath.Join(g.home, adminapi.TokenFile)
+			tokenPath := filepath.Join(g.Home, adminapi.TokenFile)
 			if _, err := os.Stat(tokenPath); err == nil && !force {
 				fmt.Fprintf(os.Stderr, "keeping existing admin token %s\n", tokenPath)
 				return nil
 			}
-			store, err := auth.OpenStore(filepath.Join(g.home, auth.StoreFile))
+			store, err := auth.OpenStore(filepath.Join(g.Home, auth.StoreFile))
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package cli
+package gatewaycmd
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/adminapi"
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/egress"
@@ -19,7 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/replay"
 )
 
-func newPolicyCmd(g *globals) *cobra.Command {
+func newPolicyCmd(g *cli.Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "policy", Short: "Test policy decisions"}
 	var agent, tool, args, kind string
 	var live bool
@@ -40,7 +41,7 @@ directly (so a change can be tested before it is loaded); --live asks the runnin
 			}
 			var x policy.Explanation
 			if live {
-				c, err := adminapi.Dial(g.home)
+				c, err := adminapi.Dial(g.Home)
 				if err != nil {
 					return err
 				}
@@ -52,7 +53,7 @@ directly (so a change can be tested before it is loaded); --live asks the runnin
 					return err
 				}
 			} else {
-				cfg, err := config.Load(g.home, g.config)
+				cfg, err := config.Load(g.Home, g.Config)
 				if err != nil {
 					return err
 				}
@@ -97,7 +98,7 @@ func evalCall(agent string, kind gateway.Kind, tool string, args json.RawMessage
 	return call, nil
 }
 
-func newPolicyTestCmd(g *globals) *cobra.Command {
+func newPolicyTestCmd(g *cli.Globals) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "test",
@@ -109,7 +110,7 @@ check refuse a config whose examples fail; this command lists them all.`,
   toolgate policy test --json | jq '.[] | select(.pass | not)'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(g.home, g.config)
+			cfg, err := config.Load(g.Home, g.Config)
 			if err != nil {
 				return err
 			}
@@ -154,7 +155,7 @@ check refuse a config whose examples fail; this command lists them all.`,
 				fmt.Fprintf(out, "%d examples, %d passed, %d failed\n", len(rows), len(rows)-failed, failed)
 			}
 			if failed > 0 {
-				return exitCode(1)
+				return cli.ExitCode(1)
 			}
 			return nil
 		},
@@ -163,7 +164,7 @@ check refuse a config whose examples fail; this command lists them all.`,
 	return cmd
 }
 
-func newPolicyReplayCmd(g *globals) *cobra.Command {
+func newPolicyReplayCmd(g *cli.Globals) *cobra.Command {
 	var (
 		since   sinceFlag
 		f       audit.Filter
@@ -185,7 +186,7 @@ a call whose arguments were cut when recorded is marked approximate (~).`,
   toolgate policy replay --config new.yaml --agent demo --json | jq '.changes[]'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(g.home, g.config)
+			cfg, err := config.Load(g.Home, g.Config)
 			if err != nil {
 				return err
 			}
@@ -195,7 +196,7 @@ a call whose arguments were cut when recorded is marked approximate (~).`,
 			}
 			dir := logDir
 			if dir == "" {
-				if dir, err = g.auditDir(); err != nil {
+				if dir, err = auditDir(g); err != nil {
 					return err
 				}
 			}

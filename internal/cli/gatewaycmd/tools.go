@@ -1,4 +1,4 @@
-package cli
+package gatewaycmd
 
 import (
 	"context"
@@ -11,18 +11,19 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/plugin"
 	"github.com/toolgate/toolgate/internal/secrets"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
-func newToolsCmd(g *globals) *cobra.Command {
+func newToolsCmd(g *cli.Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "tools", Short: "Review and approve the tool definitions of upstream MCP servers",
 		Long: `An upstream MCP server's tools (plugins of kind mcp) are offered only with an approved
 definition (name, description, input schema), pinned by hash in HOME/pins.json. A tool whose
 definition changes upstream is withheld until it is approved again.`}
-	pinsPath := func() string { return filepath.Join(g.home, upstream.PinsFile) }
+	pinsPath := func() string { return filepath.Join(g.Home, upstream.PinsFile) }
 
 	var timeout time.Duration
 	list := &cobra.Command{
@@ -30,11 +31,11 @@ definition changes upstream is withheld until it is approved again.`}
 		Short: "Connect to each upstream MCP server and show its tools: pinned, changed, new or gone",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(g.home, g.configPath())
+			cfg, err := config.Load(g.Home, g.ConfigPath())
 			if err != nil {
 				return err
 			}
-			store, err := secrets.Load(g.home, cfg.Secrets)
+			store, err := secrets.Load(g.Home, cfg.Secrets)
 			if err != nil {
 				return err
 			}

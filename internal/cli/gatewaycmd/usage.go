@@ -1,4 +1,4 @@
-package cli
+package gatewaycmd
 
 import (
 	"encoding/json"
@@ -7,10 +7,11 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/modeldoor"
 )
 
-func newUsageCmd(g *globals) *cobra.Command {
+func newUsageCmd(g *cli.Globals) *cobra.Command {
 	var agent string
 	var since sinceFlag
 	var asJSON bool
@@ -20,7 +21,7 @@ func newUsageCmd(g *globals) *cobra.Command {
 		Example: "  toolgate usage --agent demo --since 24h",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := g.auditDir()
+			dir, err := auditDir(g)
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package cli
+package gatewaycmd
 
 import (
 	"errors"
@@ -8,12 +8,13 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/hooks"
 	"github.com/toolgate/toolgate/internal/proto"
 )
 
-func newHooksCmd(g *globals) *cobra.Command {
+func newHooksCmd(g *cli.Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "hooks", Short: "Claude Code hooks: the gate and tap settings"}
 	var agent, merge string
 	var timeout int
@@ -28,14 +29,14 @@ other hooks or settings. The file given to --merge is only read.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if agent == "" {
-				return usageErr(cmd, "--agent is required")
+				return cli.UsageErr(cmd, "--agent is required")
 			}
-			cfg, err := config.Load(g.home, g.configPath())
+			cfg, err := config.Load(g.Home, g.ConfigPath())
 			if err != nil {
 				return err
 			}
 			if _, ok := cfg.Agents[agent]; !ok {
-				return fmt.Errorf("no agent %q in %s", agent, g.configPath())
+				return fmt.Errorf("no agent %q in %s", agent, g.ConfigPath())
 			}
 			var existing []byte
 			if merge != "" {
@@ -77,7 +78,7 @@ every other settings file is the agent's to write.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !managed {
-				return usageErr(cmd, "--managed is required: only managed settings keep the gate out of the agent's reach")
+				return cli.UsageErr(cmd, "--managed is required: only managed settings keep the gate out of the agent's reach")
 			}
 			existing, err := os.ReadFile(file)
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {

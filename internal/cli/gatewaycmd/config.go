@@ -1,21 +1,22 @@
-package cli
+package gatewaycmd
 
 import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/daemon"
 )
 
-func newConfigCmd(g *globals) *cobra.Command {
+func newConfigCmd(g *cli.Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "config", Short: "Inspect the configuration"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "check",
 		Short: "Validate the config file: every problem with its line, rules compiled",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(g.home, g.config)
+			cfg, err := config.Load(g.Home, g.Config)
 			if err != nil {
 				return err
 			}

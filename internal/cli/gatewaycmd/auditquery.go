@@ -1,4 +1,4 @@
-package cli
+package gatewaycmd
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/auditindex"
 	"github.com/toolgate/toolgate/internal/auditpg"
+	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/secrets"
@@ -32,7 +33,7 @@ func openIndex(dir string) (*auditindex.Index, error) {
 	return x, nil
 }
 
-func newAuditQueryCmd(g *globals) *cobra.Command {
+func newAuditQueryCmd(g *cli.Globals) *cobra.Command {
 	var (
 		q      auditindex.Query
 		since  sinceFlag
@@ -72,7 +73,7 @@ arrival order).`,
 			if fleet {
 				return queryFleet(cmd, g, q, format)
 			}
-			dir, err := g.auditDir()
+			dir, err := auditDir(g)
 			if err != nil {
 				return err
 			}
@@ -124,15 +125,15 @@ arrival order).`,
 }
 
 // queryFleet answers q from the fleet database named in the configuration.
-func queryFleet(cmd *cobra.Command, g *globals, q auditindex.Query, format string) error {
-	cfg, err := config.Load(g.home, g.configPath())
+func queryFleet(cmd *cobra.Command, g *cli.Globals, q auditindex.Query, format string) error {
+	cfg, err := config.Load(g.Home, g.ConfigPath())
 	if err != nil {
 		return err
 	}
 	if cfg.Gateway.Audit.Postgres == nil {
 		return fmt.Errorf("--all-gateways reads the fleet database, and gateway.audit.postgres is not configured")
 	}
-	store, err := secrets.Load(g.home, cfg.Secrets)
+	store, err := secrets.Load(g.Home, cfg.Secrets)
 	if err != nil {
 		return err
 	}
@@ -172,13 +173,13 @@ func queryFleet(cmd *cobra.Command, g *globals, q auditindex.Query, format strin
 	return nil
 }
 
-func newAuditReindexCmd(g *globals) *cobra.Command {
+func newAuditReindexCmd(g *cli.Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "reindex",
 		Short: "Rebuild the audit index from the log files",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := g.auditDir()
+			dir, err := auditDir(g)
 			if err != nil {
 				return err
 			}

@@ -1,20 +1,21 @@
-package cli
+package gatewaycmd
 
 import (
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/secrets"
 )
 
-func newSecretsCmd(g *globals) *cobra.Command {
+func newSecretsCmd(g *cli.Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "secrets", Short: "Manage host-side secrets (HOME/secrets.yaml, 0600; never mounted into a sandbox)"}
 	cmd.AddCommand(newSecretsSetCmd(g))
 	return cmd
 }
 
-func newSecretsSetCmd(g *globals) *cobra.Command {
+func newSecretsSetCmd(g *cli.Globals) *cobra.Command {
 	var from string
 	var agents, tools []string
 	cmd := &cobra.Command{
@@ -49,14 +50,14 @@ gateway takes it on reload (SIGHUP) or restart.`,
 				t = tools
 			}
 			if a == nil && t == nil {
-				if s, err := secrets.Load(g.home, nil); err != nil || !s.Has(args[0]) {
+				if s, err := secrets.Load(g.Home, nil); err != nil || !s.Has(args[0]) {
 					a, t = []string{"*"}, []string{"*"}
 				}
 			}
-			if err := secrets.Set(g.home, args[0], value, a, t); err != nil {
+			if err := secrets.Set(g.Home, args[0], value, a, t); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "secret %s stored in %s/%s\n", args[0], g.home, secrets.FileName)
+			fmt.Fprintf(cmd.OutOrStdout(), "secret %s stored in %s/%s\n", args[0], g.Home, secrets.FileName)
 			return nil
 		},
 	}

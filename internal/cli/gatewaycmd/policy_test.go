@@ -1,4 +1,4 @@
-package cli
+package gatewaycmd
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/config"
 )
 
@@ -45,7 +46,7 @@ func TestPolicyTest(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err = run()
-	var code exitCode
+	var code cli.ExitCode
 	if !errors.As(err, &code) || code != 1 {
 		t.Fatalf("failing example: err %v, want exit 1\n%s", err, out)
 	}

@@ -1,14 +1,15 @@
-package cli
+package gatewaycmd
 
 import (
 	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/daemon"
 )
 
-func newServeCmd(g *globals) *cobra.Command {
+func newServeCmd(g *cli.Globals) *cobra.Command {
 	var debug bool
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -24,7 +25,7 @@ Sandboxes keep running after it stops and are re-attached by the next serve.`,
 				level = slog.LevelDebug
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			return daemon.Run(cmd.Context(), daemon.Options{Home: g.home, ConfigPath: g.config, Logger: log})
+			return daemon.Run(cmd.Context(), daemon.Options{Home: g.Home, ConfigPath: g.Config, Logger: log})
 		},
 	}
 	cmd.Flags().BoolVar(&debug, "debug", false, "log at debug level")

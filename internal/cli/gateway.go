@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// GatewayBinary holds the commands that run the gateway's own code (serve,
+// policy, audit …) with everything they link: CEL, the Docker and
+// Kubernetes clients, the MCP SDK, SQLite, pgx, Prometheus. It is installed
+// beside toolgate, which stays small so that a client command starts in
+// about a millisecond instead of running all their initialisers first.
+const GatewayBinary = "toolgate-gateway"
+
+// gatewayCommands are the top-level commands toolgate hands to
+// GatewayBinary, with their short help for `toolgate --help`.
+// TestThinTreeListsEveryCommand (gatewaycmd) keeps them equal to the real
+// commands.
+var gatewayCommands = []struct{ name, short string }{
+	{"init", "Write a commented config and an admin token into the toolgate home"},
+	{"serve", "Run the gateway: create or re-attach one sandbox per agent and serve the admin API"},
+	{"config", "Inspect the configuration"},
+	{"policy", "Test policy decisions"},
+	{"audit", "Read and verify the audit log"},
+	{"sandbox", "Manage sandbox images"},
+	{"tools", "Review and approve the tool definitions of upstream MCP servers"},
+	{"usage", "Model calls, tokens in/out and cost by model, from the audit log"},
+	{"agent", "Run toolgate's own agent loop on a task: a model and the agent's gated tools"},
+	{"hooks", "Claude Code hooks: the gate and tap settings"},
+	{"secrets", "Manage host-side secrets (HOME/secrets.yaml, 0600; never mounted into a sandbox)"},
+}
+
+// delegated returns a stand-in for each of gatewayCommands: it parses
+// nothing and replaces this process with GatewayBinary given the same
+// command line, so flags, help, stdin, signals, the exit status and the
+// pid (serve.lock records it) are the gateway's own.
+func delegated(*Globals) []*cobra.Command {
+	var cmds []*cobra.Command
+	for _, c := range gatewayCommands {
+		cmd := &cobra.Command{
+			Use:                c.name,
+			Short:              c.short,
+			DisableFlagParsing: true,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return execGateway(append(commandWords(cmd), args...))
+			},
+		}
+		cmd.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
+			if err := execGateway(append(commandWords(cmd), "--help")); err != nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), "toolgate:", err)
+			}
+		})
+		cmds = append(cmds, cmd)
+	}
+	return cmds
+}
+
+// commandWords is cmd's path without the program's name: [policy].
+func commandWords(cmd *cobra.Command) []string { return strings.Fields(cmd.CommandPath())[1:] }
+
+// execGateway replaces this process with GatewayBinary from the directory
+// this executable is in (links resolved). Never from $PATH: another
+// version there would answer for this one. It returns only on failure.
+func execGateway(args []string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding %s: %w", GatewayBinary, err)
+	}
+	bin := filepath.Join(filepath.Dir(self), GatewayBinary)
+	err = syscall.Exec(bin, append([]string{bin}, args...), os.Environ())
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("`toolgate %s` runs %s, which is not installed beside toolgate (%s): install both binaries side by side (README)",
+			args[0], GatewayBinary, bin)
+	}
+	return fmt.Errorf("running %s: %w", bin, err)
+}

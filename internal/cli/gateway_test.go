@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// The toolgate binary hands a gateway command to toolgate-gateway beside
+// it with the whole command line — flags before and after the command,
+// help, the exit status — and without it says what is missing.
+func TestGatewayCommandsRunToolgateGateway(t *testing.T) {
+	toolgate, _ := testenv.Binaries(t)
+	home := t.TempDir()
+	run := func(bin string, args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+filepath.Join(home, "not-this-one"))
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return out.String(), cmd.ProcessState.ExitCode()
+	}
+	if out, code := run(toolgate, "--home", home, "init"); code != 0 || !strings.Contains(out, "wrote "+filepath.Join(home, "config.yaml")) {
+		t.Fatalf("init: exit %d\n%s", code, out)
+	}
+	if out, code := run(toolgate, "config", "check", "--home", home); code != 0 || !strings.Contains(out, ": ok (1 agents") {
+		t.Fatalf("config check: exit %d\n%s", code, out)
+	}
+	for _, args := range [][]string{{"policy", "--help"}, {"help", "policy"}, {"policy", "-h"}} {
+		if out, code := run(toolgate, args...); code != 0 || !strings.Contains(out, "replay") || !strings.Contains(out, "eval") {
+			t.Errorf("%v: exit %d\n%s", args, code, out)
+		}
+	}
+	if out, code := run(toolgate, "--home", home, "policy", "tset"); code != ExitError || !strings.Contains(out, "did you mean test?") {
+		t.Errorf("a typo in a gateway command: exit %d\n%s", code, out)
+	}
+	bad := filepath.Join(home, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("agents: {Bad Name: {}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run(toolgate, "--home", home, "--config", bad, "config", "check"); code != ExitError || !strings.Contains(out, "bad.yaml:1") {
+		t.Errorf("config check of a bad file: exit %d\n%s", code, out)
+	}
+
+	alone := filepath.Join(t.TempDir(), "toolgate")
+	b, err := os.ReadFile(toolgate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(alone, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(alone, "--home", home, "serve")
+	if code != ExitError || !strings.Contains(out, "`toolgate serve` runs toolgate-gateway, which is not installed beside toolgate ("+filepath.Join(filepath.Dir(alone), "toolgate-gateway")+")") {
+		t.Errorf("serve without toolgate-gateway: exit %d\n%s", code, out)
+	}
+	if out, code := run(alone, "--home", home, "token", "list"); code != 0 {
+		t.Errorf("a client command needs no toolgate-gateway: exit %d\n%s", code, out)
+	}
+}
