@@ -31,7 +31,8 @@ bench -bench Decide20Rules -benchtime 20000x -benchmem ./internal/policy
 bench -bench 'AppendSingle|AppendParallel64' -benchtime 2000x ./internal/audit
 bench -bench GatewayOverhead -benchtime 2000x ./internal/daemon
 bench -bench 'ExecTrue|ReadWrite1MiB' -benchtime 200x ./internal/daemon ./internal/sandbox/docker
-bench -bench LargeFile -benchtime 10x ./internal/daemon
+bench -bench 'GoalRead16MiB|GoalWrite16MiB' -benchtime 10x ./internal/daemon
+bench -bench 'GoalRead256MiB|GoalWrite256MiB' -benchtime 3x ./internal/daemon
 bench -bench OutputFrame -benchtime 2000x ./internal/sandbox/hostexec
 bench -bench . -benchtime 1000x ./internal/agentsock
 bench -bench HooksInSandbox -benchtime 500x ./internal/hooks/hookserver
