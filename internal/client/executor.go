@@ -95,7 +95,7 @@ func serveExec(w http.ResponseWriter, r *http.Request) {
 	}
 	c.stdio = [3]*os.File{pipes[0][0], pipes[1][1], pipes[2][1]}
 	_ = http.NewResponseController(w).EnableFullDuplex()
-	out := newFrameOut(w)
+	out := newFrameOut(w, r.Header.Get("Accept") == proto.ExecFramesMedia)
 
 	cancel := make(chan struct{})
 	var cancelOnce sync.Once
@@ -117,26 +117,11 @@ func serveExec(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	var wg sync.WaitGroup
-	for i, stderr := range []bool{false, true} {
+	for i, kind := range []byte{proto.FrameStdout, proto.FrameStderr} {
 		rd := pipes[i+1][0]
 		wg.Go(func() {
 			defer rd.Close()
-			buf := make([]byte, proto.ExecChunk)
-			for {
-				n, err := rd.Read(buf)
-				if n > 0 {
-					fr := &proto.ExecFrame{Stdout: buf[:n]}
-					if stderr {
-						fr = &proto.ExecFrame{Stderr: buf[:n]}
-					}
-					if out.write(fr) != nil {
-						gone()
-					}
-				}
-				if err != nil {
-					return
-				}
-			}
+			out.relay(kind, rd, gone)
 		})
 	}
 
@@ -155,7 +140,7 @@ func serveExec(w http.ResponseWriter, r *http.Request) {
 		<-drained
 	}
 	timedOut := c.timeout > 0 && code == ExitTimeout && time.Since(start) >= c.timeout
-	_ = out.write(&proto.ExecFrame{Exit: &proto.ExecExit{ExitCode: code, TimedOut: timedOut}})
+	_ = out.exit(proto.ExecExit{ExitCode: code, TimedOut: timedOut})
 	gone()
 }
 
@@ -206,25 +191,84 @@ func readLine(r *bufio.Reader, max int) ([]byte, error) {
 	}
 }
 
-// frameOut writes frames to the streamed response, flushing each.
+// frameOut writes frames to the streamed response, flushing each: binary
+// frames when the gateway asked for them, else NDJSON (an older gateway).
 type frameOut struct {
-	mu  sync.Mutex
-	w   http.ResponseWriter
-	enc *json.Encoder
-	err error
+	mu     sync.Mutex
+	w      http.ResponseWriter
+	binary bool
+	enc    *json.Encoder
+	err    error
 }
 
-func newFrameOut(w http.ResponseWriter) *frameOut {
-	w.Header().Set("Content-Type", "application/x-ndjson")
+func newFrameOut(w http.ResponseWriter, binary bool) *frameOut {
+	media := "application/x-ndjson"
+	if binary {
+		media = proto.ExecFramesMedia
+	}
+	w.Header().Set("Content-Type", media)
 	w.WriteHeader(http.StatusOK)
-	return &frameOut{w: w, enc: json.NewEncoder(w)}
+	return &frameOut{w: w, binary: binary, enc: json.NewEncoder(w)}
 }
 
-func (f *frameOut) write(fr *proto.ExecFrame) error {
+// relay sends what rd gives as output frames of kind until rd ends; when
+// a frame cannot be written (the gateway went away) it calls failed and
+// drains rd. A frame carries what one read
+// returned: output as it comes, in frames that grow (to
+// proto.MaxFramePayload) while reads keep filling them, so a large output
+// costs few frames and a small one little memory. NDJSON frames stay at
+// proto.ExecChunk, the size an older gateway reads.
+func (f *frameOut) relay(kind byte, rd io.Reader, failed func()) {
+	most := proto.ExecChunk
+	if f.binary {
+		most = proto.MaxFramePayload
+	}
+	// The frame header goes in front of the payload: one write a frame.
+	buf := make([]byte, proto.FrameHeaderLen+min(32<<10, most))
+	for {
+		n, err := rd.Read(buf[proto.FrameHeaderLen:])
+		if n > 0 {
+			if f.output(kind, buf[:proto.FrameHeaderLen+n]) != nil {
+				failed()
+			}
+			if n == len(buf)-proto.FrameHeaderLen && n < most {
+				buf = make([]byte, proto.FrameHeaderLen+min(2*n, most))
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// output writes p[proto.FrameHeaderLen:] as one output frame of kind; the
+// front of p is room for the header.
+func (f *frameOut) output(kind byte, p []byte) error {
+	if f.binary {
+		proto.PutFrameHeader(p, kind, len(p)-proto.FrameHeaderLen)
+		return f.write(func() error { _, err := f.w.Write(p); return err })
+	}
+	fr := &proto.ExecFrame{Stdout: p[proto.FrameHeaderLen:]}
+	if kind == proto.FrameStderr {
+		fr = &proto.ExecFrame{Stderr: p[proto.FrameHeaderLen:]}
+	}
+	return f.write(func() error { return f.enc.Encode(fr) })
+}
+
+func (f *frameOut) exit(e proto.ExecExit) error {
+	if f.binary {
+		fr := proto.ExitFrame(e)
+		return f.write(func() error { _, err := f.w.Write(fr); return err })
+	}
+	return f.write(func() error { return f.enc.Encode(&proto.ExecFrame{Exit: &e}) })
+}
+
+// write runs one frame's write and flushes it, unless an earlier one failed.
+func (f *frameOut) write(frame func() error) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err == nil {
-		if f.err = f.enc.Encode(fr); f.err == nil {
+		if f.err = frame(); f.err == nil {
 			f.err = http.NewResponseController(f.w).Flush()
 		}
 	}

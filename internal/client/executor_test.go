@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,11 +42,16 @@ func testExecutor(t *testing.T) *http.Client {
 	}}
 }
 
-func postExec(t *testing.T, c *http.Client, ctx context.Context, body string) *http.Response {
+// postExec posts an exec request; accept "" is a gateway that predates
+// binary frames.
+func postExec(t *testing.T, c *http.Client, ctx context.Context, accept, body string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://executor"+proto.ExecRoute, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -58,7 +65,26 @@ type frames struct {
 	exit           *proto.ExecExit
 }
 
-func readAll(t *testing.T, r io.Reader) frames {
+// readAll reads a response in the frames its Content-Type names.
+func readAll(t *testing.T, resp *http.Response) frames {
+	t.Helper()
+	if media := resp.Header.Get("Content-Type"); media == proto.ExecFramesMedia {
+		var o, e strings.Builder
+		exit, err := proto.ReadExecFrames(resp.Body, &o, &e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := resp.Body.Read(make([]byte, 1)); n != 0 {
+			t.Fatal("data after the exit frame")
+		}
+		return frames{o.String(), e.String(), exit}
+	} else if media != "application/x-ndjson" {
+		t.Fatalf("Content-Type %q", media)
+	}
+	return readJSON(t, resp.Body)
+}
+
+func readJSON(t *testing.T, r io.Reader) frames {
 	t.Helper()
 	var f frames
 	dec := json.NewDecoder(r)
@@ -95,19 +121,65 @@ func TestExecutor(t *testing.T) {
 		{"timeout kills the group", `{"argv":["sh","-c","sleep 100 & sleep 100"],"timeout":"300ms"}` + "\n", 124, true, "", "toolgate: command timed out after 300ms; its process group was killed\n"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			resp := postExec(t, c, context.Background(), tt.body)
-			defer resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatal(resp.Status)
-			}
-			f := readAll(t, resp.Body)
-			if f.exit == nil || f.exit.ExitCode != tt.code || f.exit.TimedOut != tt.timedOut || f.stdout != tt.stdout || f.stderr != tt.stderr {
-				t.Fatalf("got %+v %q %q", f.exit, f.stdout, f.stderr)
-			}
-		})
+		for _, frames := range []struct{ accept, media string }{{proto.ExecFramesMedia, proto.ExecFramesMedia}, {"", "application/x-ndjson"}} {
+			t.Run(tt.name+" "+frames.media, func(t *testing.T) {
+				resp := postExec(t, c, context.Background(), frames.accept, tt.body)
+				defer resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != frames.media {
+					t.Fatal(resp.Status, resp.Header.Get("Content-Type"))
+				}
+				f := readAll(t, resp)
+				if f.exit == nil || f.exit.ExitCode != tt.code || f.exit.TimedOut != tt.timedOut || f.stdout != tt.stdout || f.stderr != tt.stderr {
+					t.Fatalf("got %+v %q %q", f.exit, f.stdout, f.stderr)
+				}
+			})
+		}
 	}
 }
+
+// Large output travels in frames that grow while reads fill them: binary
+// frames up to proto.MaxFramePayload, NDJSON ones never over
+// proto.ExecChunk (what an older gateway reads); either way every byte
+// arrives once, in order.
+func TestExecutorLargeOutput(t *testing.T) {
+	c := testExecutor(t)
+	const size = 8 << 20
+	body := `{"argv":["head","-c","` + strconv.Itoa(size) + `","/dev/urandom"]}` + "\n"
+	for _, tc := range []struct {
+		accept string
+		most   int
+	}{{proto.ExecFramesMedia, proto.MaxFramePayload}, {"", proto.ExecChunk}} {
+		resp := postExec(t, c, context.Background(), tc.accept, body)
+		var sizes []int
+		var out bytes.Buffer
+		sizer := writerFunc(func(p []byte) (int, error) { sizes = append(sizes, len(p)); return out.Write(p) })
+		if tc.accept != "" {
+			if _, err := proto.ReadExecFrames(resp.Body, sizer, io.Discard); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			dec := json.NewDecoder(resp.Body)
+			for {
+				var fr proto.ExecFrame
+				if err := dec.Decode(&fr); err != nil {
+					t.Fatal(err)
+				}
+				if fr.Exit != nil {
+					break
+				}
+				_, _ = sizer.Write(fr.Stdout)
+			}
+		}
+		resp.Body.Close()
+		if out.Len() != size || slices.Max(sizes) > tc.most {
+			t.Fatalf("accept %q: %d bytes in frames up to %d, want %d in frames up to %d", tc.accept, out.Len(), slices.Max(sizes), size, tc.most)
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func TestExecutorRefusesBadRequests(t *testing.T) {
 	c := testExecutor(t)
@@ -116,7 +188,7 @@ func TestExecutorRefusesBadRequests(t *testing.T) {
 		`{"argv":["true"],"timeout":"soon"}` + "\n", `{"argv":["true"],"cwd":"rel"}` + "\n", "no line",
 		`{"argv":["` + strings.Repeat("a", proto.MaxExecLine) + `"]}` + "\n",
 	} {
-		resp := postExec(t, c, context.Background(), body)
+		resp := postExec(t, c, context.Background(), proto.ExecFramesMedia, body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("%.40q: %s", body, resp.Status)
@@ -128,7 +200,7 @@ func TestExecutorRefusesBadRequests(t *testing.T) {
 func TestExecutorConnectionGoneKillsGroup(t *testing.T) {
 	c := testExecutor(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	resp := postExec(t, c, ctx, `{"argv":["sh","-c","sleep 100 & echo $$; wait"]}`+"\n")
+	resp := postExec(t, c, ctx, "", `{"argv":["sh","-c","sleep 100 & echo $$; wait"]}`+"\n")
 	var fr proto.ExecFrame
 	line, err := bufio.NewReader(resp.Body).ReadBytes('\n')
 	if err != nil || json.Unmarshal(line, &fr) != nil {

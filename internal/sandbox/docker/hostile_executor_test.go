@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,9 @@ func fakeExecutor(t *testing.T, answer func(w io.Writer)) *Sandbox {
 
 const exitChunk = "{\"exit\":{\"exitCode\":0}}\n"
 
+// binaryExitChunk is the same exit frame in binary frames.
+var binaryExitChunk = string(proto.ExitFrame(proto.ExecExit{}))
+
 // After its exit frame (or with a refusal) a hostile executor may keep
 // sending: endless trailers, an endless body. The gateway must take its
 // answer and go, neither holding the call nor buffering what follows.
@@ -69,14 +73,24 @@ func TestHostileExecutorCannotHoldTheGateway(t *testing.T) {
 	}
 	tests := map[string]func(w io.Writer){
 		"endless trailer after the exit frame": func(w io.Writer) {
-			io.WriteString(w, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n")
 			io.WriteString(w, strconv.FormatInt(int64(len(exitChunk)), 16)+"\r\n"+exitChunk+"\r\n0\r\n")
 			endless(w, "X-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n")
 		},
 		"endless body after the exit frame": func(w io.Writer) {
-			io.WriteString(w, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n")
 			io.WriteString(w, strconv.FormatInt(int64(len(exitChunk)), 16)+"\r\n"+exitChunk+"\r\n")
 			endless(w, "4\r\nxxxx\r\n")
+		},
+		"endless body after the binary exit frame": func(w io.Writer) {
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Type: "+proto.ExecFramesMedia+"\r\nTransfer-Encoding: chunked\r\n\r\n")
+			io.WriteString(w, strconv.FormatInt(int64(len(binaryExitChunk)), 16)+"\r\n"+binaryExitChunk+"\r\n")
+			endless(w, "4\r\nxxxx\r\n")
+		},
+		"endless binary frame": func(w io.Writer) {
+			io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Type: "+proto.ExecFramesMedia+"\r\n\r\n")
+			io.WriteString(w, "o\xff\xff\xff\xff")
+			endless(w, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx")
 		},
 		"refusal with an endless body": func(w io.Writer) {
 			io.WriteString(w, "HTTP/1.1 400 Bad Request\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -89,9 +103,12 @@ func TestHostileExecutorCannotHoldTheGateway(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			start := time.Now()
-			_, _ = sb.viaExecutor(ctx, &proto.ExecRequest{Argv: []string{"true"}}, nil, io.Discard, io.Discard, 0)
+			out, err := sb.viaExecutor(ctx, &proto.ExecRequest{Argv: []string{"true"}}, nil, io.Discard, io.Discard, 0)
 			if d := time.Since(start); d > 2*time.Second {
 				t.Fatalf("viaExecutor held for %s by what the executor sent after its answer", d)
+			}
+			if strings.Contains(name, "after the") && (err != nil || out.ExitCode != 0) {
+				t.Fatalf("the answer before the flood was lost: %v", err)
 			}
 		})
 	}

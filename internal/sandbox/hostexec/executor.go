@@ -101,6 +101,7 @@ func Run(ctx context.Context, dir string, uid int, req *proto.ExecRequest, stdin
 		return nil, fmt.Errorf("%w: %v", ErrNoExecutor, err)
 	}
 	hreq.ContentLength = -1 // chunked: stdin streams while output comes back
+	hreq.Header.Set("Accept", proto.ExecFramesMedia)
 
 	callCtx := ctx
 	if timeout > 0 {
@@ -129,7 +130,7 @@ func Run(ctx context.Context, dir string, uid int, req *proto.ExecRequest, stdin
 		lim.left = -1
 		// No Close: it would read on to the body's end, which the
 		// sandbox decides; the connection is closed on return instead.
-		out, err = ReadFrames(resp.Body, stdout, stderr)
+		out, err = readFrames(resp, stdout, stderr)
 	}
 	switch {
 	case err == nil:
@@ -163,11 +164,29 @@ func (h *headLimit) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// ReadFrames copies the executor's output frames to stdout and stderr and
+// readFrames copies the executor's output frames to stdout and stderr and
+// returns the exit frame: binary frames (proto.ReadExecFrames), or NDJSON
+// from an executor that predates them.
+func readFrames(resp *http.Response, stdout, stderr io.Writer) (*gateway.ExecOutcome, error) {
+	switch media := resp.Header.Get("Content-Type"); media {
+	case proto.ExecFramesMedia:
+		exit, err := proto.ReadExecFrames(resp.Body, stdout, stderr)
+		if err != nil {
+			return nil, err
+		}
+		return &gateway.ExecOutcome{ExitCode: exit.ExitCode, TimedOut: exit.TimedOut}, nil
+	case "application/x-ndjson":
+		return readJSONFrames(resp.Body, stdout, stderr)
+	default:
+		return nil, fmt.Errorf("%w: executor answered with Content-Type %q", proto.ErrBadFrame, media)
+	}
+}
+
+// readJSONFrames copies NDJSON output frames to stdout and stderr and
 // returns the exit frame. The executor is the sandbox's: every frame is
 // bounded and must be exactly one well-formed field; anything else, or an
 // end without an exit frame, is an error.
-func ReadFrames(r io.Reader, stdout, stderr io.Writer) (*gateway.ExecOutcome, error) {
+func readJSONFrames(r io.Reader, stdout, stderr io.Writer) (*gateway.ExecOutcome, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
 		line, err := readFrameLine(br)

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,7 +76,7 @@ func TestDialRefusesPlantedFiles(t *testing.T) {
 	}
 }
 
-func TestReadFrames(t *testing.T) {
+func TestReadJSONFrames(t *testing.T) {
 	tests := []struct {
 		name, in       string
 		stdout, stderr string
@@ -96,7 +98,7 @@ func TestReadFrames(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var o, e bytes.Buffer
-			out, err := ReadFrames(strings.NewReader(tt.in), &o, &e)
+			out, err := readJSONFrames(strings.NewReader(tt.in), &o, &e)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("got %v %+v, want error %q", err, out, tt.err)
@@ -110,14 +112,14 @@ func TestReadFrames(t *testing.T) {
 	}
 }
 
-func FuzzReadFrames(f *testing.F) {
+func FuzzReadJSONFrames(f *testing.F) {
 	f.Add([]byte(`{"stdout":"aGk="}` + "\n" + `{"exit":{"exitCode":0}}` + "\n"))
 	f.Add([]byte(`{"stderr":""}` + "\n" + `{"exit":{"exitCode":124,"timedOut":true}}` + "\n"))
 	f.Add([]byte(`{"exit":{"exitCode":1e3}}` + "\n"))
 	f.Add([]byte(`{"STDOUT":"aGk=","Exit":null}` + "\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var o, e bytes.Buffer
-		out, err := ReadFrames(bytes.NewReader(in), &o, &e)
+		out, err := readJSONFrames(bytes.NewReader(in), &o, &e)
 		if err == nil && (out == nil || out.ExitCode < 0 || out.ExitCode > 255) {
 			t.Fatalf("accepted %q as %+v", in, out)
 		}
@@ -150,8 +152,9 @@ func FuzzFastFrameAgrees(f *testing.F) {
 	})
 }
 
-// BenchmarkOutputFrame: one full output frame (proto.ExecChunk bytes) read
-// by the fast path beside the JSON decoder it replaces for such frames.
+// BenchmarkOutputFrame: one full NDJSON output frame (proto.ExecChunk
+// bytes) read by the fast path beside the JSON decoder it replaces for such
+// frames, and the same bytes as a binary frame (with its exit frame).
 //
 //	go test ./internal/sandbox/hostexec -run '^$' -bench OutputFrame
 func BenchmarkOutputFrame(b *testing.B) {
@@ -171,6 +174,19 @@ func BenchmarkOutputFrame(b *testing.B) {
 			}
 		})
 	}
+	bin := make([]byte, proto.FrameHeaderLen, proto.FrameHeaderLen+len(chunk)+8)
+	proto.PutFrameHeader(bin, proto.FrameStdout, len(chunk))
+	bin = append(append(bin, chunk...), proto.ExitFrame(proto.ExecExit{})...)
+	b.Run("binary", func(b *testing.B) {
+		b.SetBytes(int64(len(chunk)))
+		r := bytes.NewReader(bin)
+		for b.Loop() {
+			r.Reset(bin)
+			if _, err := proto.ReadExecFrames(r, io.Discard, io.Discard); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // TestReadFileToChecksBeforeBytes: a streamed read passes the sandbox's
@@ -213,5 +229,67 @@ func TestReadFileToChecksBeforeBytes(t *testing.T) {
 		if err != nil || out.String() != tc.want || f.Size != 5 || f.Mode != 420 {
 			t.Errorf("%s: %v %+v %q", tc.name, err, f, out.String())
 		}
+	}
+}
+
+// serveExecutor serves h as the executor socket in a new directory.
+func serveExecutor(t *testing.T, h http.HandlerFunc) string {
+	t.Helper()
+	dir := t.TempDir()
+	ln, err := net.Listen("unix", filepath.Join(dir, proto.ExecSocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return dir
+}
+
+// The gateway asks for binary frames and reads what the executor chose:
+// binary frames from a current one, NDJSON from one that predates them (an
+// older client binary still running in a sandbox); any other answer is an
+// error, not output.
+func TestRunNegotiatesFrames(t *testing.T) {
+	answers := map[string]http.HandlerFunc{
+		"binary": func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Accept") != proto.ExecFramesMedia {
+				t.Errorf("Accept %q", r.Header.Get("Accept"))
+			}
+			w.Header().Set("Content-Type", proto.ExecFramesMedia)
+			for _, fr := range []struct {
+				kind byte
+				data string
+			}{{proto.FrameStdout, "hel"}, {proto.FrameStderr, "err"}, {proto.FrameStdout, "lo"}} {
+				h := make([]byte, proto.FrameHeaderLen)
+				proto.PutFrameHeader(h, fr.kind, len(fr.data))
+				w.Write(append(h, fr.data...))
+			}
+			w.Write(proto.ExitFrame(proto.ExecExit{ExitCode: 3}))
+		},
+		"ndjson": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			io.WriteString(w, `{"stdout":"aGVs"}`+"\n"+`{"stderr":"ZXJy"}`+"\n"+`{"stdout":"bG8="}`+"\n"+`{"exit":{"exitCode":3}}`+"\n")
+		},
+		"unknown": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			io.WriteString(w, "hello")
+		},
+	}
+	for name, answer := range answers {
+		t.Run(name, func(t *testing.T) {
+			dir := serveExecutor(t, answer)
+			var o, e bytes.Buffer
+			out, err := Run(context.Background(), dir, os.Getuid(), &proto.ExecRequest{Argv: []string{"x"}}, nil, &o, &e, 0)
+			if name == "unknown" {
+				if !errors.Is(err, ErrLost) || !strings.Contains(err.Error(), `Content-Type "text/plain"`) || o.Len() != 0 {
+					t.Fatalf("got %v, output %q", err, o.String())
+				}
+				return
+			}
+			if err != nil || out.ExitCode != 3 || o.String() != "hello" || e.String() != "err" {
+				t.Fatalf("got %v %+v %q %q", err, out, o.String(), e.String())
+			}
+		})
 	}
 }
