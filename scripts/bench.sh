@@ -31,8 +31,10 @@ bench -bench Decide20Rules -benchtime 20000x -benchmem ./internal/policy
 bench -bench 'AppendSingle|AppendParallel64' -benchtime 2000x ./internal/audit
 bench -bench GatewayOverhead -benchtime 2000x ./internal/daemon
 bench -bench 'ExecTrue|ReadWrite1MiB' -benchtime 200x ./internal/daemon ./internal/sandbox/docker
-bench -bench 'GoalRead16MiB|GoalWrite16MiB' -benchtime 10x ./internal/daemon
-bench -bench 'GoalRead256MiB|GoalWrite256MiB' -benchtime 3x ./internal/daemon
+goal Write16MiB ./internal/daemon 10x "ms peak-MiB" "ratio ≤ 1.0 (aim 0.5), CLI memory flat"
+goal Read16MiB ./internal/daemon 10x "ms peak-MiB" "ratio ≤ 1.0 (aim 0.5), CLI memory flat"
+goal Write256MiB ./internal/daemon 3x "ms peak-MiB" "ratio ≤ 1.0 (aim 0.5), CLI memory flat"
+goal Read256MiB ./internal/daemon 3x "ms peak-MiB" "ratio ≤ 1.0 (aim 0.5), CLI memory flat"
 bench -bench OutputFrame -benchtime 2000x ./internal/sandbox/hostexec
 bench -bench . -benchtime 1000x ./internal/agentsock
 bench -bench HooksInSandbox -benchtime 500x ./internal/hooks/hookserver
@@ -41,3 +43,4 @@ bench -bench 'Download|Setup' -benchtime 200x ./internal/client
 bench -bench . -benchtime 2000x ./internal/egress
 echo; echo "## plugin calls from inside a sandbox (TestLauncherLatency)"
 TOOLGATE_BENCH=1 go test -count=1 -run LauncherLatency -v ./internal/daemon | grep -vE '^(=== |--- |PASS)'
+print_goals
