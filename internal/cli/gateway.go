@@ -52,6 +52,18 @@ func delegated(*Globals) []*cobra.Command {
 				return execGateway(append(commandWords(cmd), args...))
 			},
 		}
+		// Shell completion of its subcommands and flags is the gateway's too.
+		cmd.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			req := cobra.ShellCompRequestCmd
+			for _, c := range cmd.Root().Commands() { // Find would overwrite how it was called
+				if c.CalledAs() == cobra.ShellCompNoDescRequestCmd {
+					req = cobra.ShellCompNoDescRequestCmd
+				}
+			}
+			err := execGateway(append(append([]string{req}, commandWords(cmd)...), append(args, toComplete)...))
+			cobra.CompErrorln(err.Error())
+			return nil, cobra.ShellCompDirectiveError
+		}
 		cmd.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
 			if err := execGateway(append(commandWords(cmd), "--help")); err != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "toolgate:", err)

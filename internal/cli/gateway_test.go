@@ -14,7 +14,8 @@ import (
 
 // The toolgate binary hands a gateway command to toolgate-gateway beside
 // it with the whole command line — flags before and after the command,
-// help, the exit status — and without it says what is missing.
+// help, shell completion, the exit status — and without it says what is
+// missing.
 func TestGatewayCommandsRunToolgateGateway(t *testing.T) {
 	toolgate, _ := testenv.Binaries(t)
 	home := t.TempDir()
@@ -40,6 +41,11 @@ func TestGatewayCommandsRunToolgateGateway(t *testing.T) {
 	for _, args := range [][]string{{"policy", "--help"}, {"help", "policy"}, {"policy", "-h"}} {
 		if out, code := run(toolgate, args...); code != 0 || !strings.Contains(out, "replay") || !strings.Contains(out, "eval") {
 			t.Errorf("%v: exit %d\n%s", args, code, out)
+		}
+	}
+	for req, want := range map[string]string{"__complete": "replay\tRe-decide", "__completeNoDesc": "replay\n"} {
+		if out, code := run(toolgate, req, "policy", ""); code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "eval") {
+			t.Errorf("completing a gateway command's subcommands (%s): exit %d\n%s", req, code, out)
 		}
 	}
 	if out, code := run(toolgate, "--home", home, "policy", "tset"); code != ExitError || !strings.Contains(out, "did you mean test?") {
