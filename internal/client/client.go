@@ -4,12 +4,15 @@
 package client
 
 import (
+	"errors"
 	"fmt"
-	"github.com/toolgate/toolgate/internal/launcher"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/toolgate/toolgate/internal/launcher"
 )
 
 // Name is the client's own file name; invoked under any other name (a
@@ -75,4 +78,14 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-9s %s\n", n, commands[n].summary)
 	}
+}
+
+// unwrapOp drops a net.OpError's wrapping ("dial unix /path: …"), for
+// messages people read that already name the socket.
+func unwrapOp(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err
+	}
+	return err
 }

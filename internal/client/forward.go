@@ -142,7 +142,7 @@ func (f *Forwarder) dial(ctx context.Context, target, parent string) (net.Conn, 
 	if !f.hostLoopback.Routes(target) {
 		c, err := (&net.Dialer{Timeout: launcher.DialTimeout}).DialContext(ctx, "tcp", target)
 		if err != nil {
-			return nil, &ProxyError{http.StatusBadGateway, fmt.Sprintf("toolgate egress: %s is the sandbox's own loopback (not an allowlisted host service): %v", target, launcher.UnwrapOp(err))}
+			return nil, &ProxyError{http.StatusBadGateway, fmt.Sprintf("toolgate egress: %s is the sandbox's own loopback (not an allowlisted host service): %v", target, unwrapOp(err))}
 		}
 		return c, nil
 	}
@@ -155,7 +155,7 @@ func (f *Forwarder) Tunnel(ctx context.Context, target, parent string) (net.Conn
 	d := net.Dialer{Timeout: launcher.DialTimeout}
 	c, err := d.DialContext(ctx, "unix", f.socket)
 	if err != nil {
-		return nil, &ProxyError{http.StatusBadGateway, fmt.Sprintf("toolgate egress: gateway unavailable at %s: %v", f.socket, launcher.UnwrapOp(err))}
+		return nil, &ProxyError{http.StatusBadGateway, fmt.Sprintf("toolgate egress: gateway unavailable at %s: %v", f.socket, unwrapOp(err))}
 	}
 	// The handshake — decision, audit, resolution and dial on the host —
 	// ends with ctx (the client gave up).
@@ -179,7 +179,7 @@ func (f *Forwarder) Tunnel(ctx context.Context, target, parent string) (net.Conn
 	}
 	if err != nil {
 		c.Close()
-		return nil, &ProxyError{http.StatusBadGateway, fmt.Sprintf("toolgate egress: talking to the gateway: %v", launcher.UnwrapOp(err))}
+		return nil, &ProxyError{http.StatusBadGateway, fmt.Sprintf("toolgate egress: talking to the gateway: %v", unwrapOp(err))}
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer c.Close()

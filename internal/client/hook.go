@@ -213,7 +213,7 @@ func exists(p string) bool {
 func post(sock, path string, body []byte, deadline time.Time, out any) error {
 	conn, err := net.DialTimeout("unix", sock, time.Until(deadline))
 	if err != nil {
-		return fmt.Errorf("gateway unavailable at %s: %v", sock, launcher.UnwrapOp(err))
+		return fmt.Errorf("gateway unavailable at %s: %v", sock, unwrapOp(err))
 	}
 	defer conn.Close()
 	// A moment past the hook's own deadline, so its timer answers first
@@ -235,12 +235,12 @@ func post(sock, path string, body []byte, deadline time.Time, out any) error {
 	req = append(req, "\r\n\r\n"...)
 	req = append(req, body...)
 	if _, err := conn.Write(req); err != nil {
-		return fmt.Errorf("sending to the gateway: %v", launcher.UnwrapOp(err))
+		return fmt.Errorf("sending to the gateway: %v", unwrapOp(err))
 	}
 	br := bufio.NewReaderSize(conn, 4<<10)
 	status, chunked, length, err := launcher.ReadHead(br)
 	if err != nil {
-		return fmt.Errorf("no answer from the gateway (restarting?): %v", launcher.UnwrapOp(err))
+		return fmt.Errorf("no answer from the gateway (restarting?): %v", unwrapOp(err))
 	}
 	var rd io.Reader = br
 	switch {
@@ -251,7 +251,7 @@ func post(sock, path string, body []byte, deadline time.Time, out any) error {
 	}
 	b, err := io.ReadAll(io.LimitReader(rd, 1<<20))
 	if err != nil {
-		return fmt.Errorf("reading the gateway's answer: %v", launcher.UnwrapOp(err))
+		return fmt.Errorf("reading the gateway's answer: %v", unwrapOp(err))
 	}
 	if status != 200 {
 		err := fmt.Errorf("gateway answered %d", status)

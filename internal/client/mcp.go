@@ -108,7 +108,7 @@ func (b *MCPBridge) relay(ctx context.Context, msg []byte) {
 	b.mu.Unlock()
 	resp, err := b.hc.Do(req)
 	if err != nil {
-		b.fail(head.ID, "the gateway is unavailable: "+launcher.UnwrapOp(err).Error())
+		b.fail(head.ID, "the gateway is unavailable: "+unwrapOp(err).Error())
 		return
 	}
 	defer resp.Body.Close()

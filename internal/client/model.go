@@ -53,7 +53,7 @@ func NewModelForwarder(socket string) http.Handler {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadGateway)
 			fmt.Fprintf(w, `{"type":"error","error":{"type":"api_error","message":%q}}`,
-				"toolgate model door: the gateway is unavailable: "+launcher.UnwrapOp(err).Error())
+				"toolgate model door: the gateway is unavailable: "+unwrapOp(err).Error())
 		},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

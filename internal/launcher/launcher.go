@@ -7,13 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/toolgate/toolgate/internal/proto"
 )
@@ -30,12 +29,17 @@ const (
 )
 
 // DialTimeout bounds a connect to the gateway socket; a Unix socket either answers at once or
-// its listener is gone.
+// its listener is gone (or its queue is full).
 const DialTimeout = 2 * time.Second
 
 // Launch calls tool name with argv through the agent socket, streaming
 // output as it comes, and returns the handler's exit code. It is what
-// /tools/bin/NAME runs: a symlink to the client.
+// /tools/bin/NAME runs. Every call starts a process, so its cost is the
+// process's: plain blocking system calls on the socket (no poller, no
+// extra threads), no signal handling of its own (SIGINT, SIGTERM and SIGHUP
+// end the process as they would any program, and the closed socket makes
+// the host cancel the handler), and a plain request when stdin has nothing
+// to stream.
 func Launch(name string, argv []string) int {
 	if !validToolName(name) {
 		fmt.Fprintf(os.Stderr, "toolgate: invalid tool name %q\n", name)
@@ -45,24 +49,15 @@ func Launch(name string, argv []string) int {
 	if sock == "" {
 		sock = proto.SocketPath
 	}
-	cwd, _ := os.Getwd()
+	cwd, _ := syscall.Getwd()
 	hdr, _ := json.Marshal(callHeader{Argv: argv, Cwd: cwd, Parent: os.Getenv(proto.EnvCallID), Session: os.Getenv("TOOLGATE_SESSION")})
 
-	conn, err := net.DialTimeout("unix", sock, DialTimeout)
+	conn, err := Dial(sock, DialTimeout)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "toolgate: %s: gateway unavailable at %s: %v\n", name, sock, UnwrapOp(err))
+		fmt.Fprintf(os.Stderr, "toolgate: %s: gateway unavailable at %s: %v\n", name, sock, err)
 		return ExitUnavailable
 	}
-	// A signal ends the call: exiting closes the socket, which makes the
-	// host cancel the handler and kill what it started.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	go func() {
-		s := <-sigs
-		os.Exit(128 + int(s.(syscall.Signal)))
-	}()
-
-	stream := stdinStreams()
+	first, stream := stdinStart(os.Stdin)
 	req := make([]byte, 0, 256+len(hdr))
 	req = append(req, "POST "...)
 	req = append(req, proto.CallPath(name)...)
@@ -70,6 +65,9 @@ func Launch(name string, argv []string) int {
 	if stream {
 		req = append(req, "Content-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n"...)
 		req = appendChunk(req, append(hdr, '\n'))
+		if len(first) > 0 {
+			req = appendChunk(req, appendStdinFrame(nil, first))
+		}
 	} else {
 		req = append(req, "Content-Type: application/json\r\nContent-Length: "...)
 		req = strconv.AppendInt(req, int64(len(hdr)), 10)
@@ -77,7 +75,7 @@ func Launch(name string, argv []string) int {
 		req = append(req, hdr...)
 	}
 	if _, err := conn.Write(req); err != nil {
-		fmt.Fprintf(os.Stderr, "toolgate: %s: sending the call to the gateway: %v\n", name, UnwrapOp(err))
+		fmt.Fprintf(os.Stderr, "toolgate: %s: sending the call to the gateway: %v\n", name, err)
 		return ExitUnavailable
 	}
 	if stream {
@@ -85,6 +83,71 @@ func Launch(name string, argv []string) int {
 	}
 	return readResponse(name, bufio.NewReaderSize(conn, 32<<10), os.Stdout, os.Stderr)
 }
+
+// Conn is a connection to the gateway: a blocking Unix socket used with
+// plain read and write system calls.
+type Conn int
+
+// Dial connects to the Unix socket at path, waiting at most timeout for
+// room in its listen queue.
+func Dial(path string, timeout time.Duration) (Conn, error) {
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, os.NewSyscallError("socket", err)
+	}
+	// A blocking connect on a Unix socket waits for the listen queue as
+	// long as the send timeout allows; reset after, so writes never time out.
+	tv := syscall.NsecToTimeval(int64(timeout))
+	_ = syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_SNDTIMEO, &tv)
+	for {
+		err = syscall.Connect(fd, &syscall.SockaddrUnix{Name: path})
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		syscall.Close(fd)
+		if err == syscall.EAGAIN {
+			return -1, fmt.Errorf("connect: no answer within %s", timeout)
+		}
+		return -1, os.NewSyscallError("connect", err)
+	}
+	_ = syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_SNDTIMEO, &syscall.Timeval{})
+	return Conn(fd), nil
+}
+
+func (c Conn) Read(p []byte) (int, error) {
+	for {
+		n, err := syscall.Read(int(c), p)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(p) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
+
+func (c Conn) Write(p []byte) (int, error) {
+	done := 0
+	for done < len(p) {
+		n, err := syscall.Write(int(c), p[done:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return done, err
+		}
+		done += n
+	}
+	return done, nil
+}
+
+// Close closes the socket.
+func (c Conn) Close() error { return syscall.Close(int(c)) }
 
 type callHeader struct {
 	Argv    []string `json:"argv"`
@@ -105,27 +168,52 @@ func validToolName(s string) bool {
 	return s != "." && s != ".."
 }
 
-// stdinStreams decides whether the call gets our stdin: a pipe or a file
-// does; a terminal or /dev/null (character devices) or a closed fd does not,
-// so an interactive launcher never waits for input nobody will type.
-func stdinStreams() bool {
-	fi, err := os.Stdin.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice == 0
+// stdinStart decides whether the call gets our stdin. A terminal or
+// /dev/null (character devices) or a closed fd does not, so an interactive
+// launcher never waits for input nobody will type; nor does input already
+// at its end (an empty pipe or file: `true | tool`), which then costs no
+// stream. Otherwise the call streams stdin, starting with first, read
+// here when it was ready.
+func stdinStart(f *os.File) (first []byte, stream bool) {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice != 0 {
+		return nil, false
+	}
+	if !readable(int(f.Fd())) {
+		return nil, true
+	}
+	buf := make([]byte, stdinChunk)
+	n, err := f.Read(buf)
+	if n == 0 && err != nil {
+		return nil, false
+	}
+	return buf[:n], true
 }
+
+// readable reports whether a read of fd would not block now.
+func readable(fd int) bool {
+	pfd := struct {
+		fd             int32
+		events, revent int16
+	}{fd: int32(fd), events: 0x1} // POLLIN
+	var ts syscall.Timespec // zero: do not wait
+	n, _, errno := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	return errno == 0 && n == 1 && pfd.revent != 0
+}
+
+// stdinChunk is the most stdin one frame carries.
+const stdinChunk = 32 << 10
 
 // sendStdin streams r as stdin frames, then the eof frame and the end of
 // the chunked body. Errors end it quietly: the response says how the call went.
 func sendStdin(w io.Writer, r io.Reader) {
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, stdinChunk)
 	frame := make([]byte, 0, base64.StdEncoding.EncodedLen(len(buf))+64)
 	out := make([]byte, 0, cap(frame)+16)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			frame = append(frame[:0], `{"stdin":"`...)
-			frame = base64.StdEncoding.AppendEncode(frame, buf[:n])
-			frame = append(frame, "\"}\n"...)
-			if _, werr := w.Write(appendChunk(out[:0], frame)); werr != nil {
+			if _, werr := w.Write(appendChunk(out[:0], appendStdinFrame(frame[:0], buf[:n]))); werr != nil {
 				return
 			}
 		}
@@ -135,6 +223,12 @@ func sendStdin(w io.Writer, r io.Reader) {
 	}
 	_, _ = w.Write(appendChunk(out[:0], []byte("{\"eof\":true}\n")))
 	_, _ = io.WriteString(w, "0\r\n\r\n")
+}
+
+func appendStdinFrame(dst, p []byte) []byte {
+	dst = append(dst, `{"stdin":"`...)
+	dst = base64.StdEncoding.AppendEncode(dst, p)
+	return append(dst, "\"}\n"...)
 }
 
 func appendChunk(dst, p []byte) []byte {
@@ -168,7 +262,7 @@ type RespError struct {
 func readResponse(name string, r *bufio.Reader, stdout, stderr io.Writer) int {
 	status, chunked, length, err := ReadHead(r)
 	if err != nil {
-		fmt.Fprintf(stderr, "toolgate: %s: connection to the gateway lost before it answered (gateway restarting?): %v\n", name, UnwrapOp(err))
+		fmt.Fprintf(stderr, "toolgate: %s: connection to the gateway lost before it answered (gateway restarting?): %v\n", name, err)
 		return ExitUnavailable
 	}
 	var body io.Reader = r
@@ -203,7 +297,7 @@ func readResponse(name string, r *bufio.Reader, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "toolgate: %s: connection to the gateway lost mid-call (gateway restarting?); the call's outcome is unknown\n", name)
 				return ExitUnavailable
 			}
-			fmt.Fprintf(stderr, "toolgate: %s: reading from the gateway: %v\n", name, UnwrapOp(err))
+			fmt.Fprintf(stderr, "toolgate: %s: reading from the gateway: %v\n", name, err)
 			return ExitUnavailable
 		}
 		var f respFrame
@@ -228,8 +322,12 @@ func readResponse(name string, r *bufio.Reader, stdout, stderr io.Writer) int {
 			if f.Result.Error != "" {
 				fmt.Fprintf(stderr, "toolgate: %s: %s\n", name, f.Result.Error)
 			}
-			if f.Result.ExitCode != nil {
-				return *f.Result.ExitCode
+			if c := f.Result.ExitCode; c != nil {
+				if *c < 0 || *c > 255 {
+					fmt.Fprintf(stderr, "toolgate: %s: bad exit code %d from the gateway\n", name, *c)
+					return ExitProtocol
+				}
+				return *c
 			}
 			if f.Result.Error != "" {
 				return ExitSoftware
@@ -351,16 +449,6 @@ func (c *ChunkedReader) Read(p []byte) (int, error) {
 func unexpected(err error) error {
 	if errors.Is(err, io.EOF) {
 		return io.ErrUnexpectedEOF
-	}
-	return err
-}
-
-// unwrapOp drops the "dial unix /path:" prefix the message already has.
-// UnwrapOp drops a net.OpError's wrapping, for messages people read.
-func UnwrapOp(err error) error {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Err != nil {
-		return op.Err
 	}
 	return err
 }

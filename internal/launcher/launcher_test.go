@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -105,8 +106,10 @@ func TestLaunch(t *testing.T) {
 		<-started
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
-		if code := cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGTERM) {
-			t.Fatalf("exit %d", code)
+		// It dies of the signal, as a program without handlers does (a
+		// shell reports 128+15).
+		if ws := cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+			t.Fatalf("ended with %v, want killed by SIGTERM", cmd.ProcessState)
 		}
 		waitResult(t, env, "hang", "context canceled")
 	})
@@ -156,4 +159,121 @@ func waitResult(t *testing.T, env *sockettest.Env, tool, errPart string) {
 			}
 		}
 	}
+}
+
+// stdinStart streams only input that may still have something: a terminal
+// or /dev/null never, input already at its end neither (a plain request),
+// ready input starting with what it read, a pipe with nothing yet always.
+func TestStdinStart(t *testing.T) {
+	pipe := func(t *testing.T, data string, closeW bool) *os.File {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close(); w.Close() })
+		if _, err := w.WriteString(data); err != nil {
+			t.Fatal(err)
+		}
+		if closeW {
+			w.Close()
+		}
+		return r
+	}
+	file := func(t *testing.T, data string) *os.File {
+		p := filepath.Join(t.TempDir(), "in")
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	closed := pipe(t, "", true)
+	closed.Close()
+	tests := []struct {
+		name   string
+		f      *os.File
+		first  string
+		stream bool
+	}{
+		{"/dev/null", devNull, "", false},
+		{"closed fd", closed, "", false},
+		{"empty pipe at its end", pipe(t, "", true), "", false},
+		{"empty file", file(t, ""), "", false},
+		{"pipe with data, writer done", pipe(t, "abc", true), "abc", true},
+		{"pipe with data, writer open", pipe(t, "abc", false), "abc", true},
+		{"pipe with nothing yet", pipe(t, "", false), "", true},
+		{"file", file(t, "xyz"), "xyz", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			first, stream := stdinStart(tt.f)
+			if string(first) != tt.first || stream != tt.stream {
+				t.Fatalf("got %q %v, want %q %v", first, stream, tt.first, tt.stream)
+			}
+		})
+	}
+}
+
+// Input that arrives only after the launcher started still reaches the
+// tool, whole: the call streams it.
+func TestLaunchLateStdin(t *testing.T) {
+	env := sockettest.New(t, sockettest.Allowlist{"a": {"cat"}},
+		&sockettest.Func{ToolName: "cat", Fn: func(_ context.Context, _ *gateway.Call, s *gateway.Streams) (*gateway.Result, error) {
+			_, err := io.Copy(s.Stdout, s.Stdin)
+			return &gateway.Result{}, err
+		}})
+	env.UseHostWorkspaces(t)
+	env.Serve(t, "a")
+	cmd := launcher(env, "cat")
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Repeat("late input\n", 10000)
+	if _, err := io.WriteString(w, want); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := cmd.Wait(); err != nil || o.String() != want {
+		t.Fatalf("%v: %d bytes back of %d; %s", err, o.Len(), len(want), e.String())
+	}
+}
+
+// Whatever the gateway answers, the launcher returns an exit code: no
+// panic, no hang on a body that ends early.
+func FuzzReadResponse(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n14\r\n{\"stdout\":\"aGkK\"}\n\r\n1b\r\n{\"result\":{\"exitCode\":3}}\n\r\n0\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 26\r\n\r\n{\"result\":{\"exitCode\":0}}\n",
+		"HTTP/1.1 403 Forbidden\r\nContent-Length: 62\r\n\r\n{\"error\":{\"code\":\"denied\",\"rule\":\"r\",\"message\":\"no\",\"id\":\"x\"}}",
+		"HTTP/1.1 200 OK\r\n\r\n{\"error\":{\"code\":\"denied\"}}\n",
+		"HTTP/1.1 200 OK\r\n\r\n{\"stderr\":\"eA==\"}\n{\"result\":{\"error\":\"boom\"}}\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		"HTTP/1.1 500\r\n\r\nnot json",
+		"HTTP/1.1 200 OK\r\n\r\n{\"result\":{\"exitCode\":300}}\n",
+		"HTTP/1.0 200 OK\r\nContent-Length: -1\r\n\r\n",
+		"garbage",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		code := readResponse("t", bufio.NewReader(bytes.NewReader(b)), io.Discard, io.Discard)
+		if code < 0 || code > 255 {
+			t.Fatalf("exit code %d", code)
+		}
+	})
 }

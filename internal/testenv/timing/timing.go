@@ -28,9 +28,16 @@ func Build(t testing.TB, dir string) string {
 
 // Latency is what the timer prints.
 type Latency struct {
-	P50        int64  `json:"p50_us"`
-	P99        int64  `json:"p99_us"`
-	LastStdout string `json:"last_stdout"`
+	P50        int64   `json:"p50_us"`
+	P99        int64   `json:"p99_us"`
+	PerSecond  float64 `json:"per_s"` // runs per second of wall time
+	LastStdout string  `json:"last_stdout"`
+}
+
+// Report reports l's percentiles in ms on b.
+func (l Latency) Report(b *testing.B) {
+	b.ReportMetric(float64(l.P50)/1000, "p50-ms")
+	b.ReportMetric(float64(l.P99)/1000, "p99-ms")
 }
 
 // Run runs fn b.N times and reports the p50/p99 of one run in ms: a tail
