@@ -3,10 +3,14 @@ package audit
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -144,4 +148,68 @@ func BenchmarkGoalAuditVerify(b *testing.B) {
 		}
 		b.ReportMetric(float64(entries*b.N)/b.Elapsed().Seconds(), "entries/s")
 	})
+}
+
+// The tail benchmark measures a child process (this test binary again), so
+// its peak RSS is that of one tail and nothing else.
+const tailChildEnv = "TOOLGATE_AUDIT_TAIL_CHILD" // "toolgate|baseline:DIR"
+
+func TestMain(m *testing.M) {
+	if v := os.Getenv(tailChildEnv); v != "" {
+		mode, dir, _ := strings.Cut(v, ":")
+		n, err := tailChild(mode, dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Print(n)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// tailChild prints the last 20 entries' count: by Tail, or, as the
+// baseline, as Tail did before it read from the end: audit.jsonl decoded
+// whole, then cut to the last 20.
+func tailChild(mode, dir string) (int, error) {
+	const n = 20
+	count := 0
+	if mode == "toolgate" {
+		err := Tail(context.Background(), dir, Filter{}, n, false, func(*gateway.Entry) error { count++; return nil })
+		return count, err
+	}
+	f, err := os.Open(filepath.Join(dir, CurrentFile))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	var all []*gateway.Entry
+	if _, err := scanFrom(f, 0, &Filter{}, func(e *gateway.Entry) error { all = append(all, e); return nil }); err != nil {
+		return 0, err
+	}
+	return len(all[max(0, len(all)-n):]), nil
+}
+
+// BenchmarkGoalAuditTail: peak RSS of `audit tail -n 20` of a 300k-entry
+// log (two 64 MiB files, the default size), in a child process; the goal
+// is a peak that does not grow with the log. The baseline decodes
+// audit.jsonl whole, as tail did.
+func BenchmarkGoalAuditTail(b *testing.B) {
+	dir := b.TempDir()
+	synthLog(b, dir, 300_000, 150_000)
+	for _, mode := range []string{"toolgate", "baseline"} {
+		b.Run(mode, func(b *testing.B) {
+			peak := int64(0)
+			for b.Loop() {
+				cmd := exec.Command(os.Args[0], "-test.run=^$")
+				cmd.Env = append(os.Environ(), tailChildEnv+"="+mode+":"+dir)
+				out, err := cmd.Output()
+				if err != nil || string(out) != "20" {
+					b.Fatalf("tail child: %q, %v", out, err)
+				}
+				peak = max(peak, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) // KiB
+			}
+			b.ReportMetric(float64(peak)/1024, "peak-MiB")
+		})
+	}
 }

@@ -144,7 +144,9 @@ func TestTailFollowsTwoRotationsInOnePoll(t *testing.T) {
 	}
 	put(CurrentFile, 0, 1)
 
-	next, _ := follow(t, dir, Filter{}, 2)
+	next, stop := follow(t, dir, Filter{}, 2)
+	defer stop() // before pollInterval is restored: Tail reads it
+
 	for _, want := range []string{"id000", "id001"} {
 		if id := next(); id != want {
 			t.Fatalf("got %s, want %s", id, want)

@@ -1,13 +1,15 @@
 package audit
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
 )
 
 // VerifyReport is the outcome of Verify. Bad is nil when the chain is intact.
@@ -77,31 +79,39 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 		return nil, err
 	}
 	rep := &VerifyReport{}
-	ch := &chainWalk{rep: rep, c: newLinkChecker(), last: make([]byte, 0, hashHexLen)}
+	ch := &chainWalk{rep: rep, last: make([]byte, 0, hashHexLen)}
 	defer func() { rep.Last = string(ch.last) }()
 	seenHead := head == ""
 	lastFile, lastLineNo := CurrentFile, 0
-	// Large reads: verifying is a pass over the whole log.
-	r := bufio.NewReaderSize(nil, 1<<20)
-	var long []byte
+	// Lines are checked a block at a time on every core; only following
+	// the links from line to line is sequential.
+	blocks := make([]lineBlock, max(1, min(runtime.GOMAXPROCS(0), 8)))
+	for i := range blocks {
+		blocks[i].c = newLinkChecker()
+	}
 	walk := func(name string, f *os.File) (bool, error) {
 		rep.Files++
 		lastFile, lastLineNo = name, 0
-		r.Reset(f)
+		br := blockReader{r: f}
 		for {
-			line, err := readLine(r, &long)
-			if len(line) == 0 && err == io.EOF {
+			n, rerr := br.fillAll(blocks)
+			checkBlocks(blocks[:n])
+			for _, b := range blocks[:n] {
+				for _, l := range b.links {
+					lastLineNo++
+					if reason := ch.follow(l); reason != "" {
+						rep.Bad = &BadLine{File: lastFile, Line: lastLineNo, Reason: reason}
+						return false, nil
+					}
+					seenHead = seenHead || string(ch.last) == head
+				}
+			}
+			if rerr != nil {
+				return false, fmt.Errorf("audit: %w", rerr)
+			}
+			if n < len(blocks) {
 				return true, nil
 			}
-			if err != nil && err != io.EOF {
-				return false, fmt.Errorf("audit: %w", err)
-			}
-			lastLineNo++
-			if reason := ch.check(line); reason != "" {
-				rep.Bad = &BadLine{File: lastFile, Line: lastLineNo, Reason: reason}
-				return false, nil
-			}
-			seenHead = seenHead || string(ch.last) == head
 		}
 	}
 	curName := CurrentFile
@@ -137,45 +147,123 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 	return rep, nil
 }
 
-// readLine reads the next line with its newline (without one at the end
-// of the file), like ReadBytes, but into r's buffer, or into *long when the
-// line is longer than that; it is valid until the next read.
-func readLine(r *bufio.Reader, long *[]byte) ([]byte, error) {
-	line, err := r.ReadSlice('\n')
-	if err != bufio.ErrBufferFull {
-		return line, err
+// blockSize is how much of a file a block of lines holds (more for a
+// longer line).
+const blockSize = 1 << 20
+
+// lineBlock is whole lines of a file and, once checked, their links.
+type lineBlock struct {
+	buf   []byte
+	c     *linkChecker
+	links []lineLink
+}
+
+// lineLink is one line checked on its own: its link, or what is wrong.
+type lineLink struct {
+	prev, hash []byte // in the block's buf
+	reason     string
+}
+
+// check checks every line of b; each is read with its newline (only the
+// last line of a file can lack it).
+func (b *lineBlock) check() {
+	b.links = b.links[:0]
+	for rest := b.buf; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line = rest[:i+1]
+		}
+		rest = rest[len(line):]
+		if line[len(line)-1] != '\n' {
+			b.links = append(b.links, lineLink{reason: "torn line: no trailing newline"})
+			continue
+		}
+		prev, hash, err := b.c.link(line[:len(line)-1])
+		if err != nil {
+			b.links = append(b.links, lineLink{reason: err.Error()})
+			continue
+		}
+		b.links = append(b.links, lineLink{prev: prev, hash: hash})
 	}
-	*long = append((*long)[:0], line...)
-	for err == bufio.ErrBufferFull {
-		line, err = r.ReadSlice('\n')
-		*long = append(*long, line...)
+}
+
+func checkBlocks(blocks []lineBlock) {
+	if len(blocks) == 1 {
+		blocks[0].check()
+		return
 	}
-	return *long, err
+	var wg sync.WaitGroup
+	for i := range blocks {
+		wg.Go(blocks[i].check)
+	}
+	wg.Wait()
+}
+
+// blockReader cuts a file into blocks of whole lines.
+type blockReader struct {
+	r     io.Reader
+	carry []byte // the start of a line, read with the block before
+	eof   bool
+}
+
+// fillAll fills blocks in turn and returns how many hold lines: fewer than
+// all at the end of the file. With an error, the blocks before it.
+func (br *blockReader) fillAll(blocks []lineBlock) (int, error) {
+	for i := range blocks {
+		if err := br.fill(&blocks[i]); err != nil {
+			return i, err
+		}
+		if len(blocks[i].buf) == 0 {
+			return i, nil
+		}
+	}
+	return len(blocks), nil
+}
+
+// fill reads the next whole lines into b.buf, about blockSize bytes; at
+// the end of the file, the last line even without its newline; none after.
+func (br *blockReader) fill(b *lineBlock) error {
+	buf := append(b.buf[:0], br.carry...)
+	for !br.eof && (len(buf) < blockSize || bytes.LastIndexByte(buf, '\n') < 0) {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, blockSize)
+		}
+		n, err := br.r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			br.eof = true
+		} else if err != nil {
+			return err
+		}
+	}
+	br.carry = br.carry[:0]
+	if !br.eof {
+		i := bytes.LastIndexByte(buf, '\n')
+		br.carry = append(br.carry, buf[i+1:]...)
+		buf = buf[:i+1]
+	}
+	b.buf = buf
+	return nil
 }
 
 // chainWalk follows the chain line by line.
 type chainWalk struct {
 	rep  *VerifyReport
-	c    *linkChecker
 	last []byte // hash of the last good line
 }
 
-// check verifies one line read with its newline and advances the chain.
-func (w *chainWalk) check(line []byte) string {
-	if line[len(line)-1] != '\n' {
-		return "torn line: no trailing newline"
+// follow advances the chain by one checked line, or says why it cannot.
+func (w *chainWalk) follow(l lineLink) string {
+	if l.reason != "" {
+		return l.reason
 	}
-	prev, hash, err := w.c.link(line[:len(line)-1])
-	if err != nil {
-		return err.Error()
-	}
-	if !bytes.Equal(prev, w.last) {
+	if !bytes.Equal(l.prev, w.last) {
 		if len(w.last) == 0 {
 			return "chain does not start here: prev should be empty (earlier lines or files removed?)"
 		}
-		return fmt.Sprintf("prev %.12s… does not match the previous line's hash %.12s…: a line was removed, inserted or reordered", prev, w.last)
+		return fmt.Sprintf("prev %.12s… does not match the previous line's hash %.12s…: a line was removed, inserted or reordered", l.prev, w.last)
 	}
-	w.last = append(w.last[:0], hash...)
+	w.last = append(w.last[:0], l.hash...)
 	w.rep.Entries++
 	return ""
 }

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -236,5 +237,37 @@ func TestVerifyLongLine(t *testing.T) {
 	rep, _ := Verify(dir)
 	if rep.OK() || rep.Bad.Line != 2 || !strings.Contains(rep.Bad.Reason, "hash mismatch") {
 		t.Fatalf("got %v", rep.Bad)
+	}
+}
+
+// TestVerifyLargeFile: a file of many read blocks, checked on several cores,
+// is followed in order, and a bad line is named by its number wherever it
+// lies: in the line that crosses a block's end, or far after it.
+func TestVerifyLargeFile(t *testing.T) {
+	dir := t.TempDir()
+	synthLog(t, dir, 20000, 0)
+	verifyOK(t, dir, 20000)
+	path := filepath.Join(dir, CurrentFile)
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lineAt := func(off int) int { return bytes.Count(good[:off], []byte{'\n'}) + 1 }
+	for _, off := range []int{blockSize - 1, blockSize, 3*blockSize + 7, len(good) - 100} {
+		data := bytes.Clone(good)
+		for data[off] == '"' || data[off] == '\n' { // a byte inside a value
+			off++
+		}
+		data[off] ^= 0x01
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Verify(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.OK() || rep.Bad.Line != lineAt(off) || rep.Entries != lineAt(off)-1 {
+			t.Errorf("byte %d changed: got %v after %d entries, want line %d", off, rep.Bad, rep.Entries, lineAt(off))
+		}
 	}
 }
