@@ -115,6 +115,35 @@ func TestParseErrors(t *testing.T) {
 			want: []string{`c.yaml:3: gateway.audit.postgres.dsn: not a connection string: a postgres:// URL or key=value pairs (host=… dbname=…)`},
 		},
 		{
+			name: "otlp",
+			yaml: "gateway:\n  telemetry:\n    otlp: {protocol: thrift}\n",
+			want: []string{
+				`c.yaml:3: gateway.telemetry.otlp.protocol: "thrift" is neither http nor grpc`,
+				`c.yaml:3: gateway.telemetry.otlp.endpoint: required: the collector, e.g. otel-collector.internal:4318`,
+			},
+		},
+		{
+			name: "otlp endpoints",
+			yaml: "gateway:\n  telemetry:\n    otlp: {endpoint: collector}\n",
+			want: []string{`c.yaml:3: gateway.telemetry.otlp.endpoint: "collector" is neither host:port nor an http(s):// URL`},
+		},
+		{
+			// The URL is never quoted back: it may hold a credential.
+			name: "otlp credential in the URL",
+			yaml: "gateway:\n  telemetry:\n    otlp: {endpoint: 'https://u:hunter2@c:4318'}\n",
+			want: []string{`c.yaml:3: gateway.telemetry.otlp.endpoint: credentials do not belong in the URL; set OTEL_EXPORTER_OTLP_HEADERS in the daemon's environment`},
+		},
+		{
+			name: "otlp scheme",
+			yaml: "gateway:\n  telemetry:\n    otlp: {endpoint: 'ftp://hunter2@c:4318'}\n",
+			want: []string{`c.yaml:3: gateway.telemetry.otlp.endpoint: not an http(s):// URL with a host`},
+		},
+		{
+			name: "otlp insecure https",
+			yaml: "gateway:\n  telemetry:\n    otlp: {endpoint: 'https://c:4318', insecure: true}\n",
+			want: []string{`c.yaml:3: gateway.telemetry.otlp.insecure: the endpoint is https://; insecure (plain text) contradicts it`},
+		},
+		{
 			name: "shared workspace",
 			yaml: "agents:\n  a: {workspace: /srv/w}\n  b: {workspace: /srv/w/}\n",
 			want: []string{`c.yaml:3: agents.b.workspace: /srv/w is also the workspace of agent a`},
@@ -305,6 +334,22 @@ func TestDefaultYAMLLoads(t *testing.T) {
 	}
 	if demo.Workspace != filepath.Join(dir, "agents", "demo", "workspace") || cfg.Gateway.Audit.Dir != filepath.Join(dir, "logs") {
 		t.Errorf("paths not under home: %s %s", demo.Workspace, cfg.Gateway.Audit.Dir)
+	}
+}
+
+func TestOTLP(t *testing.T) {
+	for _, ep := range []string{"collector.internal:4318", "http://127.0.0.1:4318/otlp/v1/traces", "https://c.example:443"} {
+		cfg, err := Parse(home, "c.yaml", []byte("gateway:\n  telemetry:\n    otlp: {endpoint: '"+ep+"'}\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", ep, err)
+		}
+		if o := cfg.Gateway.Telemetry.OTLP; o == nil || o.Endpoint != ep || o.Protocol != OTLPHTTP {
+			t.Errorf("%s: %+v", ep, o)
+		}
+	}
+	cfg, err := Parse(home, "c.yaml", nil)
+	if err != nil || cfg.Gateway.Telemetry.OTLP != nil {
+		t.Fatalf("traces are off by default: %+v, %v", cfg.Gateway.Telemetry, err)
 	}
 }
 

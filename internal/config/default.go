@@ -26,6 +26,10 @@ gateway:
     # granted to agents ["*"] and tools [audit.postgres].
     # postgres:
     #   dsn: postgres://toolgate:{{secret:pg_password}}@db.internal:5432/toolgate
+  # Traces of every call (a span per call, its phases beneath it) sent over
+  # OTLP to a collector; off unless set. Argument content never leaves.
+  # telemetry:
+  #   otlp: {endpoint: otel-collector.internal:4318, protocol: http}
   # Model providers agents reach through the model door: the sandbox gets a
   # base URL and a placeholder key, the gateway adds the real key (set it with
   # toolgate secrets set anthropic_key < key.txt; grant it to the provider),

@@ -35,6 +35,33 @@ type Gateway struct {
 	// Models are the model providers agents may use through the model door,
 	// by name (the name is the `tool` of their audit entries).
 	Models map[string]ModelProvider `yaml:"models"`
+	// Telemetry sends traces of the calls to an observability backend.
+	Telemetry Telemetry `yaml:"telemetry"`
+}
+
+// Telemetry configures what leaves the host for an observability backend.
+type Telemetry struct {
+	// OTLP, when set, exports a trace of every call over OTLP (internal/
+	// tracing); nil: no traces are made at all.
+	OTLP *OTLP `yaml:"otlp"`
+}
+
+// The OTLP protocols.
+const (
+	OTLPHTTP = "http"
+	OTLPGRPC = "grpc"
+)
+
+// OTLP names the collector traces go to. Credentials for it come from the
+// standard OTEL_EXPORTER_OTLP_HEADERS variable, never from this file.
+type OTLP struct {
+	// Endpoint is host:port, or a URL (http:// is plain text; for the
+	// http protocol its path replaces /v1/traces).
+	Endpoint string `yaml:"endpoint"`
+	// Protocol is http (OTLP/HTTP with protobuf, port 4318; the default) or grpc (port 4317).
+	Protocol string `yaml:"protocol"`
+	// Insecure sends to a host:port endpoint in plain text instead of TLS.
+	Insecure bool `yaml:"insecure"`
 }
 
 // GatewayEgress configures the egress guard for every agent.

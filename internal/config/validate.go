@@ -2,8 +2,8 @@ package config
 
 import (
 	"fmt"
-	"github.com/toolgate/toolgate/internal/sandbox"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
 // Built-in defaults, applied after Config.Defaults.
@@ -143,6 +145,7 @@ func (d *decoder) gateway(c *Config) {
 	d.positive("gateway.audit.maxArgBytes", int64(g.Audit.MaxArgBytes))
 	g.Audit.MaxFileBytes = or(g.Audit.MaxFileBytes, DefaultAuditFile)
 	g.Audit.MaxArgBytes = or(g.Audit.MaxArgBytes, DefaultMaxArgBytes)
+	d.otlp(g.Telemetry.OTLP)
 	if pg := g.Audit.Postgres; pg != nil {
 		const path = "gateway.audit.postgres.dsn"
 		// Never quote the DSN back: it may hold a password.
@@ -152,6 +155,43 @@ func (d *decoder) gateway(c *Config) {
 		case !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") && !strings.Contains(dsn, "="):
 			d.errorf(d.at(path), path, "not a connection string: a postgres:// URL or key=value pairs (host=… dbname=…)")
 		}
+	}
+}
+
+// otlp checks the trace exporter's settings; the endpoint is never
+// dialled here, an unreachable collector only loses traces.
+func (d *decoder) otlp(o *OTLP) {
+	if o == nil {
+		return
+	}
+	const path = "gateway.telemetry.otlp"
+	switch o.Protocol {
+	case "":
+		o.Protocol = OTLPHTTP
+	case OTLPHTTP, OTLPGRPC:
+	default:
+		d.errorf(d.at(path+".protocol"), path+".protocol", "%q is neither http nor grpc", o.Protocol)
+	}
+	ep := strings.TrimSpace(o.Endpoint)
+	if ep == "" {
+		d.errorf(d.at(path), path+".endpoint", "required: the collector, e.g. otel-collector.internal:4318")
+		return
+	}
+	if !strings.Contains(ep, "://") {
+		if _, port, err := net.SplitHostPort(ep); err != nil || port == "" {
+			d.errorf(d.at(path+".endpoint"), path+".endpoint", "%q is neither host:port nor an http(s):// URL", ep)
+		}
+		return
+	}
+	u, err := url.Parse(ep)
+	switch {
+	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
+		// Not quoted back: a URL may carry a credential.
+		d.errorf(d.at(path+".endpoint"), path+".endpoint", "not an http(s):// URL with a host")
+	case u.User != nil:
+		d.errorf(d.at(path+".endpoint"), path+".endpoint", "credentials do not belong in the URL; set OTEL_EXPORTER_OTLP_HEADERS in the daemon's environment")
+	case u.Scheme == "https" && o.Insecure:
+		d.errorf(d.at(path+".insecure"), path+".insecure", "the endpoint is https://; insecure (plain text) contradicts it")
 	}
 }
 

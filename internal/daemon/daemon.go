@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -42,6 +43,7 @@ import (
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
 	"github.com/toolgate/toolgate/internal/secrets"
+	"github.com/toolgate/toolgate/internal/tracing"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
@@ -95,6 +97,8 @@ type Daemon struct {
 	gatewayID string
 	// metrics are served at /metrics on the admin socket and TCP listener.
 	metrics *metrics.Metrics
+	// tracer exports a trace of each call (gateway.telemetry.otlp); nil: off.
+	tracer *tracing.Tracer
 	// rates count calls against the agents' rate limits; they outlive a
 	// reload, so a config change does not reset a budget.
 	rates *ratelimit.Limiter
@@ -187,8 +191,16 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	d.rates = ratelimit.New()
 	d.rates.Configure(cfg)
 	d.metrics = d.newMetrics()
+	observer := gateway.Observer(d.metrics)
+	if o := cfg.Gateway.Telemetry.OTLP; o != nil {
+		if d.tracer, err = newTracer(ctx, cfg.Home, o, log); err != nil {
+			d.close()
+			return nil, err
+		}
+		observer = gateway.Observers{d.metrics, d.tracer}
+	}
 	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: mgr, BoundArgs: d.bounder.Bound, Logger: log, AsyncResults: true,
-		Approvals: d.approvals, Limiter: d.rates, Observer: d.metrics}, built.Snapshot)
+		Approvals: d.approvals, Limiter: d.rates, Observer: observer}, built.Snapshot)
 	d.followIndex(cfg.Gateway.Audit.Dir)
 	if err := d.followFleet(cfg, built.Secrets); err != nil {
 		d.close()
@@ -328,6 +340,9 @@ func (d *Daemon) swap(ctx context.Context, built *Built) (Reloaded, error) {
 	if old.Config.Gateway.Listen != cfg.Gateway.Listen || old.Config.Gateway.Audit != cfg.Gateway.Audit ||
 		old.Config.Gateway.ClientBinary != cfg.Gateway.ClientBinary {
 		d.log.Warn("gateway.listen, gateway.audit and gateway.clientBinary take effect only when toolgate serve restarts")
+	}
+	if !reflect.DeepEqual(old.Config.Gateway.Telemetry, cfg.Gateway.Telemetry) {
+		d.log.Warn("gateway.telemetry takes effect only when toolgate serve restarts")
 	}
 	d.upstreams.Prune(cfg)
 	pending, err := d.ensureSandboxes(ctx, built)
@@ -482,12 +497,13 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	if err := d.gw.Wait(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("calls still running at shutdown; their results are not recorded: %w", err))
 	}
-	errs = append(errs, d.closeHooks(), d.audit.Close(), d.stopIndex(), d.stopFleet(), d.docker.Close(), d.lock.Close())
+	errs = append(errs, d.closeHooks(), d.audit.Close(), d.stopIndex(), d.stopFleet(), d.docker.Close(), d.stopTracer(ctx), d.lock.Close())
 	return errors.Join(errs...)
 }
 
 func (d *Daemon) close() error {
-	return errors.Join(d.closeEntryPoints(), d.closeHooks(), d.audit.Close(), d.stopIndex(), d.stopFleet(), d.docker.Close())
+	return errors.Join(d.closeEntryPoints(), d.closeHooks(), d.audit.Close(), d.stopIndex(), d.stopFleet(), d.docker.Close(),
+		d.stopTracer(context.Background()))
 }
 
 // closeHooks saves the hook server's dedup state a last time.
@@ -541,6 +557,30 @@ func (d *Daemon) stopIndex() error {
 		d.log.Warn("audit index: final catch-up", "err", err)
 	}
 	return d.index.Close()
+}
+
+// newTracer starts the trace exporter, this gateway named by its fleet id.
+func newTracer(ctx context.Context, home string, o *config.OTLP, log *slog.Logger) (*tracing.Tracer, error) {
+	id, err := auditpg.GatewayID(home)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("exporting traces", "endpoint", o.Endpoint, "protocol", o.Protocol) // config refuses credentials in it
+	return tracing.New(ctx, o, id, log)
+}
+
+// stopTracer sends the spans still queued: a collector that does not take
+// them within the shutdown's time loses them, nothing else waits.
+func (d *Daemon) stopTracer(ctx context.Context) error {
+	if d.tracer == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := d.tracer.Shutdown(ctx); err != nil {
+		d.log.Warn("traces not all exported at shutdown", "err", err)
+	}
+	return nil
 }
 
 // fleetPoll is how often the fleet copy looks for new audit entries.

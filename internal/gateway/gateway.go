@@ -51,7 +51,8 @@ type Options struct {
 	Approvals Approver
 	// Limiter applies rate limits and budgets to allowed calls; nil: none.
 	Limiter Limiter
-	// Observer is told how each call went (metrics); nil: no one.
+	// Observer is told how each call went (metrics, traces: several through
+	// Observers); nil: no one.
 	Observer Observer
 	// AsyncResults lets a call's caller have its outcome without waiting
 	// for the result entry's fsync, when the sink is an AuditQueue. The
@@ -116,6 +117,10 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 	snap := g.state.Load()
 	start := time.Now()
 	call.ID = NewID()
+	if s, ok := g.opts.Observer.(CallStarter); ok {
+		s.StartCall(CallStats{ID: call.ID, Agent: call.Agent, Kind: call.Kind, Tool: call.Tool, Parent: call.Parent,
+			Session: call.Session, Via: call.Via, Start: start, Detail: call.Detail})
+	}
 	tool, dec := g.decide(ctx, snap, call)
 	if dec.Ask {
 		var err error
@@ -140,7 +145,8 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 	recorded := time.Now()
 	stats := g.Stats(call.Agent)
 	stats.Calls.Add(1)
-	cs := CallStats{Agent: call.Agent, Kind: call.Kind, Decision: dec.Verdict(), Decide: decided.Sub(start), Record: recorded.Sub(decided)}
+	cs := CallStats{ID: call.ID, Agent: call.Agent, Kind: call.Kind, Parent: call.Parent, Session: call.Session, Via: call.Via,
+		Decision: dec.Verdict(), Start: start, Decide: decided.Sub(start), Record: recorded.Sub(decided), Detail: call.Detail}
 	if tool != nil {
 		cs.Tool = call.Tool
 	}

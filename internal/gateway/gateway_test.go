@@ -379,3 +379,49 @@ func TestToolRefusals(t *testing.T) {
 		}
 	}
 }
+
+// recorder notes what an observer is told, in order.
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+	stats  []CallStats
+}
+
+func (r *recorder) StartCall(c CallStats)   { r.note("start", c) }
+func (r *recorder) ObserveCall(c CallStats) { r.note("end", c) }
+func (r *recorder) note(what string, c CallStats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, what+" "+c.ID)
+	r.stats = append(r.stats, c)
+}
+
+// endOnly is an Observer that is not a CallStarter.
+type endOnly struct{ n int }
+
+func (e *endOnly) ObserveCall(CallStats) { e.n++ }
+
+// Observers tell each observer the end of a call, and its start to those
+// that are CallStarters, before the call runs; the stats carry the call's
+// identity and hints.
+func TestObservers(t *testing.T) {
+	rec, plain := &recorder{}, &endOnly{}
+	tool := &fakeTool{}
+	g := New(Options{Audit: &memSink{}, Observer: Observers{rec, plain}}, &Snapshot{
+		Agents: map[string]AgentInfo{"a": {Name: "a"}}, Tools: map[string]Tool{"echo": tool}, Decider: denyTool{}})
+	call := &Call{Agent: "a", Tool: "echo", Parent: "p-1", Session: "s-1", Via: "test", Args: json.RawMessage(`{}`)}
+	if _, err := g.Handle(context.Background(), call, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rec.events, ","); got != "start "+call.ID+",end "+call.ID || plain.n != 1 {
+		t.Fatalf("events %q, plain observer told %d times", got, plain.n)
+	}
+	for _, c := range rec.stats {
+		if c.Agent != "a" || c.Parent != "p-1" || c.Session != "s-1" || c.Via != "test" || c.Start.IsZero() {
+			t.Errorf("stats without the call's identity: %+v", c)
+		}
+	}
+	if end := rec.stats[1]; end.Decision != "allow" || end.Tool != "echo" || !end.Start.Equal(rec.stats[0].Start) {
+		t.Errorf("end stats: %+v", end)
+	}
+}

@@ -180,21 +180,54 @@ type Sandboxes interface {
 	Sandbox(ctx context.Context, agent string) (Sandbox, error)
 }
 
-// Observer is told how each call went, after it ends: the metrics. It must
-// not block; it is called on the caller's path.
+// Observer is told how each call went, after it ends: the metrics, the
+// traces. It must not block; it is called on the caller's path.
 type Observer interface {
 	ObserveCall(c CallStats)
 }
 
+// CallStarter is an Observer that is also told when a call begins, before
+// its decision: a tracer places the calls made while one runs (an exec's
+// plugin calls and egress) beneath it. Only the fields known then are set
+// (ID, Agent, Kind, Tool as asked, Parent, Session, Via, Start).
+type CallStarter interface {
+	Observer
+	StartCall(c CallStats)
+}
+
+// Observers tells each of several observers, in order.
+type Observers []Observer
+
+// ObserveCall implements Observer.
+func (obs Observers) ObserveCall(c CallStats) {
+	for _, o := range obs {
+		o.ObserveCall(c)
+	}
+}
+
+// StartCall implements CallStarter for those of them that are one.
+func (obs Observers) StartCall(c CallStats) {
+	for _, o := range obs {
+		if s, ok := o.(CallStarter); ok {
+			s.StartCall(c)
+		}
+	}
+}
+
 // CallStats describes one finished call for an Observer.
 type CallStats struct {
+	ID       string // the audit id
 	Agent    string
 	Kind     Kind
-	Tool     string         // "" when the call was refused before its tool was known
+	Tool     string // "" when the call was refused before its tool was known
+	Parent   string // the caller's correlation hints, as recorded
+	Session  string
+	Via      string
 	Decision string         // allow, deny
+	Start    time.Time      // the call reached the gateway
 	Decide   time.Duration  // prepare, policy, approval wait
 	Record   time.Duration  // the decision entry made durable
 	Execute  time.Duration  // the tool ran (0 when denied)
 	Failed   bool           // ran and failed (an error, not an exit code)
-	Detail   map[string]any // the call's detail after it ran (egress bytes, model usage …)
+	Detail   map[string]any // the call's detail (after it ran: egress bytes, model usage …)
 }

@@ -170,6 +170,7 @@ func (t *Tool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
 		d = map[string]any{}
 	}
 	d["model"] = facts.Model
+	d["api"] = string(p.api) // the provider's API: gen_ai.provider.name in traces
 	d["spent"] = t.meter.Spent(call.Agent, t.now())
 	call.Detail = d
 	return nil
