@@ -63,6 +63,31 @@ func (x *Index) Find(q Query) ([]Hit, error) {
 	if err := q.Check(); err != nil {
 		return nil, err
 	}
+	sqlText, args := q.sql()
+	rows, err := x.db.Query(sqlText, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Hit
+	for rows.Next() {
+		var h Hit
+		var line string
+		if err := rows.Scan(&h.Seq, &line); err != nil {
+			return nil, err
+		}
+		h.Entry, h.Line = new(gateway.Entry), []byte(line)
+		if err := json.Unmarshal(h.Line, h.Entry); err != nil {
+			return nil, fmt.Errorf("audit index: entry %d: %w", h.Seq, err)
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+// sql is the statement of a checked query and its arguments: the
+// matching seqs in order, then their lines.
+func (q *Query) sql() (string, []any) {
 	var where []string
 	var args []any
 	eq := func(col, v string) {
@@ -76,8 +101,16 @@ func (x *Index) Find(q Query) ([]Hit, error) {
 	eq("type", q.Type)
 	eq("decision", q.Decision)
 	eq("rule", q.Rule)
+	// The session and parent indexes leave out the empty value; SQLite uses
+	// such a partial index only when the query repeats its condition.
 	eq("session", q.Session)
+	if q.Session != "" {
+		where = append(where, "session != ''")
+	}
 	eq("parent", q.Parent)
+	if q.Parent != "" {
+		where = append(where, "parent != ''")
+	}
 	eq("id", q.ID)
 	eq("phase", q.Phase)
 	if !q.Since.IsZero() {
@@ -110,25 +143,7 @@ func (x *Index) Find(q Query) ([]Hit, error) {
 	sqlText += " ORDER BY seq " + order + " LIMIT ?"
 	sqlText = "SELECT l.seq, l.line FROM (" + sqlText + ") AS m JOIN lines AS l ON l.seq = m.seq ORDER BY l.seq " + order
 	args = append(args, q.Limit)
-	rows, err := x.db.Query(sqlText, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Hit
-	for rows.Next() {
-		var h Hit
-		var line string
-		if err := rows.Scan(&h.Seq, &line); err != nil {
-			return nil, err
-		}
-		h.Entry, h.Line = new(gateway.Entry), []byte(line)
-		if err := json.Unmarshal(h.Line, h.Entry); err != nil {
-			return nil, fmt.Errorf("audit index: entry %d: %w", h.Seq, err)
-		}
-		out = append(out, h)
-	}
-	return out, rows.Err()
+	return sqlText, args
 }
 
 // ftsTerms turns free text into an FTS5 query of quoted terms (all must
