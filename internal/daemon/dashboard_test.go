@@ -45,7 +45,7 @@ func browser(t *testing.T) context.Context {
 }
 
 // freePort is a loopback address nothing listens on.
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
