@@ -71,7 +71,8 @@ func ServeExecutor(ln net.Listener) error {
 // serveExec runs one call with run's semantics. The process group is
 // killed when the request's connection goes away.
 func serveExec(w http.ResponseWriter, r *http.Request) {
-	body := bufio.NewReaderSize(r.Body, 64<<10)
+	// Small: it holds the request line; stdin is copied past it.
+	body := bufio.NewReader(r.Body)
 	line, err := readLine(body, proto.MaxExecLine)
 	if err != nil {
 		http.Error(w, "request line: "+err.Error(), http.StatusBadRequest)
@@ -224,7 +225,7 @@ func (f *frameOut) relay(kind byte, rd io.Reader, failed func()) {
 		most = proto.MaxFramePayload
 	}
 	// The frame header goes in front of the payload: one write a frame.
-	buf := make([]byte, proto.FrameHeaderLen+min(32<<10, most))
+	buf := make([]byte, proto.FrameHeaderLen+min(4<<10, most))
 	for {
 		n, err := rd.Read(buf[proto.FrameHeaderLen:])
 		if n > 0 {

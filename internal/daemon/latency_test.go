@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/testenv/timing"
 )
@@ -79,7 +81,25 @@ func pluginEnv(t testing.TB) (*env, string) {
 		t.Fatal(err)
 	}
 	timing.Build(t, filepath.Join(e.home, "agents", a, "workspace"))
+	e.waitExecutor(t, a)
 	return e, a
+}
+
+// waitExecutor waits until agent's warm executor serves, so what is
+// measured is not the Engine's exec a call falls back on while the sandbox
+// starts.
+func (e *env) waitExecutor(t testing.TB, agent string) {
+	t.Helper()
+	sock := filepath.Join(e.home, "agents", agent, "exec", proto.ExecSocketName)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the executor of %s did not come up at %s", agent, sock)
+		}
+	}
 }
 
 // timeInSandbox runs the timer in agent's sandbox: n runs of argv, c at a time.
@@ -135,6 +155,7 @@ func BenchmarkGoalExec64(b *testing.B) {
 		}
 	}
 	args := map[string]any{"argv": []string{"true"}}
+	e.waitExecutor(b, a)
 	b.Run("toolgate", func(b *testing.B) {
 		d := make([]time.Duration, b.N)
 		next := make(chan int, b.N)

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -116,7 +117,10 @@ func Run(ctx context.Context, dir string, uid int, req *proto.ExecRequest, stdin
 	go func() { _ = hreq.Write(conn) }()
 
 	lim := &headLimit{r: conn, left: maxExecHead}
-	resp, err := http.ReadResponse(bufio.NewReaderSize(lim, 64<<10), hreq)
+	br := responseReaders.Get().(*bufio.Reader)
+	br.Reset(lim)
+	defer func() { br.Reset(nil); responseReaders.Put(br) }()
+	resp, err := http.ReadResponse(br, hreq)
 	if err == nil && resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
 		if stdin != nil {
@@ -142,6 +146,10 @@ func Run(ctx context.Context, dir string, uid int, req *proto.ExecRequest, stdin
 	}
 	return nil, fmt.Errorf("%w: %v", ErrLost, err)
 }
+
+// responseReaders keep Run's 64 KiB response readers: a fresh one per exec
+// was most of the gateway's garbage under many small calls at once.
+var responseReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
 
 // headLimit bounds what may be read while left >= 0.
 type headLimit struct {
