@@ -72,7 +72,7 @@ func InstanceID(home string) string {
 }
 
 // validInstance keeps instance ids within Docker's container name rules.
-var validInstance = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,31}$`)
+var validInstance = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,31}$`) })
 
 // Manager owns the agents' sandbox containers.
 type Manager struct {
@@ -94,7 +94,7 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	if opts.Instance == "" {
 		opts.Instance = DefaultInstance
 	}
-	if !validInstance.MatchString(opts.Instance) {
+	if !validInstance().MatchString(opts.Instance) {
 		return nil, fmt.Errorf("docker: invalid instance id %q", opts.Instance)
 	}
 	if opts.Logger == nil {

@@ -33,7 +33,7 @@ func TestNegotiatedVersion(t *testing.T) {
 
 func TestInstanceID(t *testing.T) {
 	a := InstanceID("/home/u/.toolgate")
-	if len(a) != 8 || !validInstance.MatchString(a) {
+	if len(a) != 8 || !validInstance().MatchString(a) {
 		t.Fatalf("InstanceID = %q", a)
 	}
 	if InstanceID("/home/u/.toolgate/") != a || InstanceID("/home/u/x/../.toolgate") != a {
