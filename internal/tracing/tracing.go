@@ -301,7 +301,11 @@ func modelAttrs(c gateway.CallStats) []attribute.KeyValue {
 	d := c.Detail
 	attrs := []attribute.KeyValue{attribute.String("gen_ai.operation.name", "chat")}
 	if m := model(d); m != "" {
-		attrs = append(attrs, attribute.String("gen_ai.request.model", m), attribute.String("gen_ai.response.model", m))
+		// After an answer the door records the model that answered.
+		attrs = append(attrs, attribute.String("gen_ai.request.model", m))
+		if _, answered := d["status"]; answered {
+			attrs = append(attrs, attribute.String("gen_ai.response.model", m))
+		}
 	}
 	if api, _ := d["api"].(string); api != "" {
 		attrs = append(attrs, attribute.String("gen_ai.provider.name", api))

@@ -79,6 +79,8 @@ agents:
     rules:
       - deny: tool == "echo" && "forbidden" in argv
         reason: not this one
+      - deny: kind == "model" && args.model == "kept-for-humans"
+        reason: not this model
   other:
     tools: [echo]
 `, script)
@@ -175,6 +177,13 @@ func TestSpanTree(t *testing.T) {
 	if toolUse == "" {
 		t.Fatalf("no tool_use in the answer: %+v", answer)
 	}
+	resp, err = h.door.Send(context.Background(), &modeldoor.Request{Agent: "demo", Provider: "scripted", Path: "/v1/messages",
+		Header: http.Header{"Content-Type": {"application/json"}},
+		Body:   []byte(`{"model":"kept-for-humans","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 	spawn := h.call(t, "demo", "spawn", toolUse, argMarker) // as the agent loop does: parent = the tool_use id
 	lone := h.call(t, "demo", "echo", "", argMarker)
 	denied := h.call(t, "demo", "echo", "", "forbidden")
@@ -187,17 +196,26 @@ func TestSpanTree(t *testing.T) {
 	byCall, attr := tree.ByCall, tracingtest.Attr
 	names := func(s *tracepb.Span) string { return strings.Join(tree.Phases(s), ",") }
 
-	var modelSpan *tracepb.Span
+	var modelSpan, deniedModel *tracepb.Span
 	for _, s := range byCall {
-		if attr(s, "toolgate.kind") == "model" {
+		switch {
+		case attr(s, "toolgate.kind") != "model":
+		case attr(s, "toolgate.decision") == "deny":
+			deniedModel = s
+		default:
 			modelSpan = s
 		}
+	}
+	if deniedModel == nil || deniedModel.Name != "chat kept-for-humans" || attr(deniedModel, "gen_ai.response.model") != "" ||
+		names(deniedModel) != "decide,audit write" {
+		t.Errorf("denied model call: %v, phases %s", deniedModel, names(deniedModel))
 	}
 	if modelSpan == nil {
 		t.Fatalf("no model call span among %d spans", len(h.col.Spans()))
 	}
 	for k, want := range map[string]string{"gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic",
-		"gen_ai.request.model": "scripted", "gen_ai.conversation.id": "sess-1", "gen_ai.agent.name": "demo"} {
+		"gen_ai.request.model": "scripted", "gen_ai.response.model": "scripted", "gen_ai.conversation.id": "sess-1",
+		"gen_ai.agent.name": "demo"} {
 		if got := attr(modelSpan, k); got != want {
 			t.Errorf("model span %s = %q, want %q", k, got, want)
 		}
