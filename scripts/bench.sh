@@ -35,6 +35,7 @@ goal Write16MiB ./internal/daemon 10x "ms peak-MiB" "ratio ≤ 1.0 (aim 0.5), CL
 goal Read16MiB ./internal/daemon 10x "ms peak-MiB" "ratio ≤ 1.0 (aim 0.5), CLI memory flat"
 goal Write256MiB ./internal/daemon 3x "ms peak-MiB" "ratio ≤ 1.0 (aim 0.5), CLI memory flat"
 goal Read256MiB ./internal/daemon 3x "ms peak-MiB" "ratio ≤ 1.0 (aim 0.5), CLI memory flat"
+goal CLIExec ./internal/daemon 200x "p50-ms p99-ms" "toolgate p50 ≤ 4 ms (baseline: the same admin API call in-process)"
 bench -bench OutputFrame -benchtime 2000x ./internal/sandbox/hostexec
 bench -bench . -benchtime 1000x ./internal/agentsock
 bench -bench HooksInSandbox -benchtime 500x ./internal/hooks/hookserver
