@@ -102,6 +102,11 @@ type Daemon struct {
 	// rates count calls against the agents' rate limits; they outlive a
 	// reload, so a config change does not reset a budget.
 	rates *ratelimit.Limiter
+	// up brings the sandboxes up behind the admin API, which answers from
+	// the start (agents show starting); upDone is closed once each is up
+	// or failed.
+	upStop context.CancelFunc
+	upDone <-chan struct{}
 }
 
 // Run starts the gateway and serves until ctx ends or SIGTERM/SIGINT arrives.
@@ -231,7 +236,8 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		agent := agentsock.Agent(r.Context())
 		return agent, agent != ""
 	})))
-	if _, err := d.ensureSandboxes(ctx, built); err != nil {
+	specs, err := d.setSpecs(built)
+	if err != nil {
 		d.close()
 		return nil, err
 	}
@@ -250,6 +256,9 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		d.close()
 		return nil, err
 	}
+	// The sandboxes come up behind the listening admin API: with many
+	// agents that takes seconds, and status must answer meanwhile.
+	d.startSandboxes(specs)
 	log.Info("toolgate serving", "home", opts.Home, "agents", len(cfg.Agents), "docker_api", mgr.APIVersion(), "audit", cfg.Gateway.Audit.Dir,
 		"nofile", nofile, "conns_admin", d.conns.Admin, "conns_tcp", d.conns.TCP, "conns_agents", d.conns.Agents)
 	if opts.Ready != nil {
@@ -265,11 +274,9 @@ func (d *Daemon) ModelDoor() *modeldoor.Door { return d.models }
 // Gateway is the running pipeline (tests and other entry points use it).
 func (d *Daemon) Gateway() *gateway.Gateway { return d.gw }
 
-// ensureSandboxes makes every agent's container exist, match its spec and
-// run, building the default image first when an agent uses it and it is
-// missing. A changed sandbox with calls in flight is recreated once they
-// finish: pending names those agents.
-func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) (pending []string, err error) {
+// setSpecs installs the sandboxes' specs and the agent sockets they
+// reach the gateway through; a new agent's sandbox is starting from here.
+func (d *Daemon) setSpecs(b *Built) ([]sandbox.AgentSpec, error) {
 	specs := b.Specs(d.client)
 	if err := d.docker.SetSpecs(specs); err != nil {
 		return nil, fmt.Errorf("sandbox specs: %w", err)
@@ -277,27 +284,75 @@ func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) (pending []strin
 	if err := d.sock.SetAgents(sockets(specs)); err != nil {
 		return nil, fmt.Errorf("agent sockets: %w", err)
 	}
+	return specs, nil
+}
+
+// startSandboxes brings the sandboxes up in the background; Shutdown ends
+// what is left of it.
+func (d *Daemon) startSandboxes(specs []sandbox.AgentSpec) {
+	ctx, cancel := context.WithCancel(context.Background())
+	start := time.Now()
+	done := d.docker.Up(ctx, specs)
+	d.upStop, d.upDone = cancel, done
+	go func() {
+		<-done
+		if ctx.Err() == nil {
+			d.log.Info("sandboxes brought up", "agents", len(specs), "took", time.Since(start).Round(time.Millisecond).String())
+		}
+	}()
+}
+
+// stopSandboxStart ends a bring-up still under way (containers already
+// started keep running; the next serve re-attaches to them).
+func (d *Daemon) stopSandboxStart() {
+	if d.upStop == nil {
+		return
+	}
+	d.upStop()
+	<-d.upDone
+}
+
+// ensureSandboxes makes every agent's container exist, match its spec and
+// run (a reload), building the default image first when an agent uses it
+// and it is missing; upParallel agents at a time. A changed sandbox with
+// calls in flight is recreated once they finish: pending names those agents.
+func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) (pending []string, err error) {
+	specs, err := d.setSpecs(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.docker.BuildDefaultImageFor(ctx, specs); err != nil {
+		return nil, err
+	}
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, upParallel)
+	)
 	for _, s := range specs {
-		if s.Image == sandbox.DefaultImage {
-			if _, err := d.docker.BuildDefaultImage(ctx, s.Image, false); err != nil {
-				return nil, fmt.Errorf("building the default sandbox image: %w", err)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			waits, err := d.docker.Sync(ctx, s)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
 			}
-			break
-		}
+			if waits {
+				pending = append(pending, s.Agent)
+			}
+		}()
 	}
-	var errs []error
-	for _, s := range specs {
-		waits, err := d.docker.Sync(ctx, s)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("sandbox for agent %s: %w", s.Agent, err))
-		}
-		if waits {
-			pending = append(pending, s.Agent)
-		}
-	}
+	wg.Wait()
 	slices.Sort(pending)
 	return pending, errors.Join(errs...)
 }
+
+// upParallel bounds the sandboxes a reload brings in line at once.
+const upParallel = 8
 
 // Reload re-reads the configuration and swaps it in; calls in flight finish
 // on the snapshot they started with. An invalid file changes nothing. Its
@@ -408,7 +463,7 @@ func (d *Daemon) status(ctx context.Context) ([]adminapi.AgentStatus, error) {
 		s, ok := byAgent[name]
 		row := adminapi.AgentStatus{Agent: name, Image: a.Image, State: "missing"}
 		if ok {
-			row.Container, row.Image, row.State, row.StartedAt = s.ContainerID, s.Image, s.State, s.StartedAt
+			row.Container, row.Image, row.State, row.StartedAt, row.Error = s.ContainerID, s.Image, s.State, s.StartedAt, s.Error
 		}
 		rows = append(rows, row)
 	}
@@ -490,6 +545,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	for _, s := range d.servers {
 		errs = append(errs, s.Shutdown(ctx))
 	}
+	d.stopSandboxStart()
 	errs = append(errs, d.closeEntryPoints())
 	// Calls from the agent sockets (closed, not drained) and from other
 	// entry points may still be running: their result entries must reach
@@ -502,6 +558,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 }
 
 func (d *Daemon) close() error {
+	d.stopSandboxStart()
 	return errors.Join(d.closeEntryPoints(), d.closeHooks(), d.audit.Close(), d.stopIndex(), d.stopFleet(), d.docker.Close(),
 		d.stopTracer(context.Background()))
 }

@@ -87,6 +87,15 @@ func newEnv(t testing.TB, agents ...string) *env {
 
 func newEnvWith(t testing.TB, extra envExtra, agents ...string) *env {
 	t.Helper()
+	e := newHome(t, extra, agents...)
+	e.start()
+	return e
+}
+
+// newHome is a home with a config and an admin token, its daemon not
+// started yet (stopped at the end of the test when it is).
+func newHome(t testing.TB, extra envExtra, agents ...string) *env {
+	t.Helper()
 	testenv.NeedDocker(t)
 	_, clientBin := testenv.Binaries(t)
 	home := t.TempDir()
@@ -107,7 +116,6 @@ func newEnvWith(t testing.TB, extra envExtra, agents ...string) *env {
 		t.Fatal(err)
 	}
 	_ = clientBin
-	e.start()
 	t.Cleanup(func() {
 		if e.d != nil {
 			_ = e.d.Shutdown(context.Background())
@@ -131,6 +139,13 @@ func (e *env) writeConfig(extraRules string) {
 }
 
 func (e *env) start() {
+	e.t.Helper()
+	e.launch()
+	<-e.d.upDone // the tests below want their sandboxes running
+}
+
+// launch starts the daemon without waiting for its sandboxes.
+func (e *env) launch() {
 	e.t.Helper()
 	d, err := Start(context.Background(), Options{Home: e.home, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

@@ -39,6 +39,11 @@ func (e *DeniedError) Error() string {
 // call was refused without running.
 var ErrAuditUnavailable = errors.New("audit log unavailable: call refused")
 
+// ErrSandboxUnavailable is wrapped by a Sandboxes' error when the agent's
+// sandbox could not be brought up (or is still coming up past the wait):
+// an allowed call that did not run for that reason.
+var ErrSandboxUnavailable = errors.New("sandbox unavailable")
+
 // Options are the gateway's collaborators.
 type Options struct {
 	Audit     AuditSink

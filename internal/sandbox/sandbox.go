@@ -194,8 +194,9 @@ type Status struct {
 	Agent       string
 	ContainerID string // empty when the sandbox does not exist
 	Image       string
-	State       string // running, exited, missing …
+	State       string // starting, failed, running, exited, missing …
 	StartedAt   time.Time
+	Error       string // why it failed to start
 }
 
 // RunArgv wraps argv in the in-sandbox client, which puts it in its own

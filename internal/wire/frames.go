@@ -246,6 +246,8 @@ func ErrorFor(err error) (int, *Error) {
 		return http.StatusForbidden, e
 	case errors.Is(err, gateway.ErrAuditUnavailable):
 		return http.StatusServiceUnavailable, &Error{Code: "unavailable", Message: err.Error()}
+	case errors.Is(err, gateway.ErrSandboxUnavailable):
+		return http.StatusServiceUnavailable, &Error{Code: "sandbox_unavailable", Message: err.Error()}
 	}
 	return http.StatusUnprocessableEntity, &Error{Code: "tool_error", Message: err.Error()}
 }

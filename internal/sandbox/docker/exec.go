@@ -33,6 +33,7 @@ type Sandbox struct {
 	agent string
 
 	calls calls // in flight; held back while the container is replaced
+	boot  boot  // whether the container is up; calls wait while it comes up
 
 	mu    sync.Mutex
 	id    string

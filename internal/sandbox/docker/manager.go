@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -84,6 +83,7 @@ type Manager struct {
 	specs map[string]sandbox.AgentSpec
 	boxes map[string]*Sandbox
 	locks map[string]*sync.Mutex // one Ensure at a time per agent
+	sums  fileSums               // of the binaries every sandbox mounts
 }
 
 var _ gateway.Sandboxes = (*Manager)(nil)
@@ -143,7 +143,8 @@ func (m *Manager) Client() *client.Client { return m.cli }
 // SetSpecs installs the agents' specs (start and config reload). A sandbox
 // whose spec changed is recreated on its next use, not now, so calls in
 // flight finish on the container they started in. The launchers follow
-// the specs' tools at once: that needs no new container.
+// the specs' tools at once: that needs no new container. A new agent's
+// sandbox is starting until Up, Sync or a call brings it up.
 func (m *Manager) SetSpecs(specs []sandbox.AgentSpec) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -159,6 +160,11 @@ func (m *Manager) SetSpecs(specs []sandbox.AgentSpec) error {
 				b.markStale()
 			}
 		}
+		if m.boxes[s.Agent] == nil {
+			b := &Sandbox{m: m, agent: s.Agent}
+			b.boot.begin()
+			m.boxes[s.Agent] = b
+		}
 	}
 	m.specs = next
 	return errors.Join(errs...)
@@ -172,14 +178,23 @@ func (m *Manager) spec(agent string) (sandbox.AgentSpec, bool) {
 }
 
 // Sandbox returns the agent's sandbox, creating, starting or recreating its
-// container when it is missing, stopped or out of date.
+// container when it is missing, stopped or out of date. While the sandbox
+// is starting the call waits for it (at most startWait); a sandbox that
+// could not be started is tried once more for the call, and its failure,
+// wrapping gateway.ErrSandboxUnavailable, is the call's error. Only a
+// container verified as the agent's (name, instance, spec) is returned.
 func (m *Manager) Sandbox(ctx context.Context, agent string) (gateway.Sandbox, error) {
 	m.mu.Lock()
 	b := m.boxes[agent]
 	spec, ok := m.specs[agent]
 	m.mu.Unlock()
-	if b != nil && !b.isStale() {
-		return b, nil
+	if b != nil {
+		if err := b.boot.wait(ctx, agent); err != nil {
+			return nil, err
+		}
+		if st, _ := b.boot.state(); st == "" && !b.isStale() {
+			return b, nil
+		}
 	}
 	if !ok {
 		return nil, fmt.Errorf("no sandbox configured for agent %q", agent)
@@ -187,11 +202,19 @@ func (m *Manager) Sandbox(ctx context.Context, agent string) (gateway.Sandbox, e
 	// Out of date with calls in flight: the call waits for the new
 	// container (Sandbox.enter) instead of cutting them.
 	if _, err := m.Sync(ctx, spec); err != nil {
-		return nil, fmt.Errorf("sandbox for agent %q: %w", agent, err)
+		return nil, err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.boxes[agent], nil
+	b = m.boxes[agent]
+	m.mu.Unlock()
+	// Another call's attempt may be under way.
+	if err := b.boot.wait(ctx, agent); err != nil {
+		return nil, err
+	}
+	if err := b.boot.failure(); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // Ensure makes the agent's container exist, match spec and run: a container
@@ -227,20 +250,30 @@ func (m *Manager) register(spec sandbox.AgentSpec) (*Sandbox, *sync.Mutex) {
 }
 
 func (m *Manager) ensureBox(ctx context.Context, b *Sandbox, lock *sync.Mutex, spec sandbox.AgentSpec) error {
+	b.boot.begin()
 	lock.Lock()
 	defer lock.Unlock()
-	id, err := m.ensure(ctx, spec)
+	return m.ensureLocked(ctx, b, spec, nil)
+}
+
+// ensureLocked is ensureBox under the agent's lock; seen, when not nil, is
+// what a survey of the Engine found for a batch (Up).
+func (m *Manager) ensureLocked(ctx context.Context, b *Sandbox, spec sandbox.AgentSpec, seen *survey) error {
+	id, err := m.ensure(ctx, spec, seen)
 	if err != nil {
-		return fmt.Errorf("sandbox for agent %q: %w", spec.Agent, err)
+		err = fmt.Errorf("%w: the sandbox of agent %q could not be started: %w", gateway.ErrSandboxUnavailable, spec.Agent, err)
+		b.boot.end(err)
+		return err
 	}
 	b.set(id, spec)
+	b.boot.end(nil)
 	return nil
 }
 
 // keeps reports whether ensure would keep the agent's current container
 // (same spec label) rather than recreate it.
 func (m *Manager) keeps(ctx context.Context, spec sandbox.AgentSpec) (bool, error) {
-	cfg, _, err := m.containerConfig(ctx, spec)
+	cfg, _, err := m.containerConfig(ctx, spec, nil)
 	if err != nil {
 		return false, err
 	}
@@ -251,17 +284,17 @@ func (m *Manager) keeps(ctx context.Context, spec sandbox.AgentSpec) (bool, erro
 	return existing != nil && existing.Labels[LabelSpec] == cfg.Labels[LabelSpec] && m.owns(existing), nil
 }
 
-func (m *Manager) ensure(ctx context.Context, spec sandbox.AgentSpec) (string, error) {
+func (m *Manager) ensure(ctx context.Context, spec sandbox.AgentSpec, seen *survey) (string, error) {
 	uid, gid, _ := sandbox.ParseUser(spec.UserOrDefault())
 	if err := prepareHostDirs(spec, uid, gid); err != nil {
 		return "", err
 	}
-	cfg, hc, err := m.containerConfig(ctx, spec)
+	cfg, hc, err := m.containerConfig(ctx, spec, seen)
 	if err != nil {
 		return "", err
 	}
 	name := m.ContainerName(spec.Agent)
-	existing, err := m.findByName(ctx, name)
+	existing, err := m.found(ctx, seen, name)
 	if err != nil {
 		return "", err
 	}
@@ -295,28 +328,22 @@ func (m *Manager) ensure(ctx context.Context, spec sandbox.AgentSpec) (string, e
 // containerConfig builds the container from the spec and labels it with
 // the hash of everything that defines it, including the image id and the
 // client binary's content (a rebuilt image or client means a new sandbox).
-func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec) (*container.Config, *container.HostConfig, error) {
-	img, err := m.cli.ImageInspect(ctx, spec.Image)
+func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec, seen *survey) (*container.Config, *container.HostConfig, error) {
+	img, err := m.imageOf(ctx, seen, spec.Image)
 	if err != nil {
-		if client.IsErrConnectionFailed(err) {
-			return nil, nil, m.unreachable(err)
-		}
-		return nil, nil, fmt.Errorf("image %s: %w (the default image is built by `toolgate sandbox image`)", spec.Image, err)
+		return nil, nil, err
 	}
-	clientSum, err := fileSHA256(spec.ClientBinary)
+	clientSum, err := m.sums.sum(spec.ClientBinary)
 	if err != nil {
 		return nil, nil, fmt.Errorf("toolgate-client binary: %w", err)
 	}
 	var launcherSum string
 	if lb := spec.LauncherBinary(); lb != "" {
-		if launcherSum, err = fileSHA256(lb); err != nil {
+		if launcherSum, err = m.sums.sum(lb); err != nil {
 			return nil, nil, fmt.Errorf("toolgate-launch binary: %w", err)
 		}
 	}
-	var imgEnv []string
-	if img.Config != nil {
-		imgEnv = img.Config.Env
-	}
+	imgEnv := img.Env
 	uid, gid, _ := sandbox.ParseUser(spec.UserOrDefault())
 	pids := spec.Pids
 	cfg := &container.Config{
@@ -432,19 +459,6 @@ func prepareHostDirs(spec sandbox.AgentSpec, uid, gid int) error {
 	return nil
 }
 
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
 // owns reports whether c is a toolgate container of this instance.
 func (m *Manager) owns(c *container.Summary) bool {
 	return c.Labels[LabelManaged] == "true" && c.Labels[LabelInstance] == m.instance
@@ -469,27 +483,49 @@ func (m *Manager) findByName(ctx context.Context, name string) (*container.Summa
 	return nil, nil
 }
 
-// Status reports each configured agent's sandbox container.
+// Status reports each configured agent's sandbox: starting or failed (with
+// why) until its container is up, then the container's state. One listing
+// answers for every container; only running ones are inspected (since when).
 func (m *Manager) Status(ctx context.Context) ([]sandbox.Status, error) {
 	m.mu.Lock()
 	agents := make([]string, 0, len(m.specs))
+	boots := make(map[string]*boot, len(m.specs))
 	for a := range m.specs {
 		agents = append(agents, a)
+		if b := m.boxes[a]; b != nil {
+			boots[a] = &b.boot
+		}
 	}
 	m.mu.Unlock()
 	sort.Strings(agents)
+	var cs map[string]*container.Summary
 	out := make([]sandbox.Status, 0, len(agents))
 	for _, a := range agents {
 		st := sandbox.Status{Agent: a, State: "missing"}
-		c, err := m.findByName(ctx, m.ContainerName(a))
-		if err != nil {
-			return nil, err
+		if b := boots[a]; b != nil {
+			var err error
+			if st.State, err = b.state(); err != nil {
+				st.Error = err.Error()
+			}
+			if st.State != "" {
+				out = append(out, st)
+				continue
+			}
 		}
-		if c != nil && m.owns(c) {
+		if cs == nil {
+			var err error
+			if cs, err = m.containers(ctx); err != nil {
+				return nil, err
+			}
+		}
+		st.State = "missing"
+		if c := cs[m.ContainerName(a)]; c != nil && m.owns(c) {
 			st.ContainerID, st.Image, st.State = c.ID, c.Image, string(c.State)
-			ins, err := m.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
-			if err == nil && ins.Container.State != nil && ins.Container.State.Running {
-				st.StartedAt, _ = time.Parse(time.RFC3339Nano, ins.Container.State.StartedAt)
+			if c.State == container.StateRunning {
+				ins, err := m.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+				if err == nil && ins.Container.State != nil && ins.Container.State.Running {
+					st.StartedAt, _ = time.Parse(time.RFC3339Nano, ins.Container.State.StartedAt)
+				}
 			}
 		}
 		out = append(out, st)
