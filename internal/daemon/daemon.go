@@ -314,7 +314,7 @@ func (d *Daemon) stopSandboxStart() {
 
 // ensureSandboxes makes every agent's container exist, match its spec and
 // run (a reload), building the default image first when an agent uses it
-// and it is missing; upParallel agents at a time. A changed sandbox with
+// and it is missing; docker.UpParallel agents at a time. A changed sandbox with
 // calls in flight is recreated once they finish: pending names those agents.
 func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) (pending []string, err error) {
 	specs, err := d.setSpecs(b)
@@ -328,7 +328,7 @@ func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) (pending []strin
 		mu   sync.Mutex
 		errs []error
 		wg   sync.WaitGroup
-		sem  = make(chan struct{}, upParallel)
+		sem  = make(chan struct{}, docker.UpParallel)
 	)
 	for _, s := range specs {
 		wg.Add(1)
@@ -350,9 +350,6 @@ func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) (pending []strin
 	slices.Sort(pending)
 	return pending, errors.Join(errs...)
 }
-
-// upParallel bounds the sandboxes a reload brings in line at once.
-const upParallel = 8
 
 // Reload re-reads the configuration and swaps it in; calls in flight finish
 // on the snapshot they started with. An invalid file changes nothing. Its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -68,6 +69,33 @@ func newEngineGate(t *testing.T) *engineGate {
 
 func (g *engineGate) release() { g.once.Do(func() { close(g.open) }) }
 
+// dashboardRow is the agent's row of the dashboard's agents page, read
+// over the admin socket with the admin token.
+func dashboardRow(t *testing.T, e *env, agent string) string {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, adminapi.SocketName))
+	}}}
+	req, _ := http.NewRequest("GET", "http://toolgate/ui/", nil)
+	req.Header.Set("Authorization", "Bearer "+e.token)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	page, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("dashboard: %d %v", resp.StatusCode, err)
+	}
+	for _, row := range strings.Split(string(page), "<tr>") {
+		if strings.Contains(row, ">"+agent+"</a>") {
+			return row
+		}
+	}
+	t.Fatalf("agent %s not on the dashboard:\n%s", agent, page)
+	return ""
+}
+
 func agentRow(t *testing.T, c *adminapi.Client, agent string) adminapi.AgentStatus {
 	t.Helper()
 	rows, err := c.Agents(context.Background())
@@ -93,6 +121,9 @@ func TestAdminAnswersWhileSandboxesStart(t *testing.T) {
 	e.launch()
 	if r := agentRow(t, e.c, a); r.State != "starting" || r.Container != "" {
 		t.Fatalf("status while starting: %+v", r)
+	}
+	if row := dashboardRow(t, e, a); !strings.Contains(row, "<td>starting") {
+		t.Fatalf("dashboard while starting: %s", row)
 	}
 	type answer struct {
 		res *gateway.Result
@@ -141,8 +172,12 @@ func TestSandboxFailureShownOthersWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.start()
-	if r := agentRow(t, e.c, bad); r.State != "failed" || r.Error == "" || r.Container != "" {
+	r := agentRow(t, e.c, bad)
+	if r.State != "failed" || r.Error == "" || r.Container != "" {
 		t.Fatalf("status of the broken agent: %+v", r)
+	}
+	if row := dashboardRow(t, e, bad); !strings.Contains(row, "<td>failed") || !strings.Contains(row, `class="deny"`) {
+		t.Fatalf("dashboard row of the broken agent: %s", row)
 	}
 	_, err := e.call(bad, "exec", map[string]any{"argv": []string{"true"}})
 	var we *wire.Error

@@ -16,6 +16,9 @@ func newServeCmd(g *cli.Globals) *cobra.Command {
 		Short: "Run the gateway: create or re-attach one sandbox per agent and serve the admin API",
 		Long: `Run the gateway in the foreground. It refuses to start when the config is invalid,
 the audit log cannot be opened or the Docker Engine is unreachable.
+The admin API answers at once; the sandboxes come up behind it (toolgate agents
+shows each starting, then running, or failed with why) and a call to one still
+starting waits for it.
 SIGHUP reloads the config; SIGTERM/SIGINT drain calls in flight and stop.
 Sandboxes keep running after it stops and are re-attached by the next serve.`,
 		Args: cobra.NoArgs,

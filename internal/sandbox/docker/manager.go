@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"sync"
 	"syscall"
@@ -84,6 +85,10 @@ type Manager struct {
 	boxes map[string]*Sandbox
 	locks map[string]*sync.Mutex // one Ensure at a time per agent
 	sums  fileSums               // of the binaries every sandbox mounts
+	// started is when each running container started, as its inspect
+	// said once: Status lists every container in one request and asks
+	// only about the ones it has not seen yet.
+	started map[string]time.Time
 }
 
 var _ gateway.Sandboxes = (*Manager)(nil)
@@ -120,6 +125,7 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 		specs:    map[string]sandbox.AgentSpec{},
 		boxes:    map[string]*Sandbox{},
 		locks:    map[string]*sync.Mutex{},
+		started:  map[string]time.Time{},
 	}, nil
 }
 
@@ -303,6 +309,9 @@ func (m *Manager) ensure(ctx context.Context, spec sandbox.AgentSpec, seen *surv
 			return existing.ID, nil
 		}
 		if _, err := m.cli.ContainerStart(ctx, existing.ID, client.ContainerStartOptions{}); err == nil {
+			m.mu.Lock()
+			delete(m.started, existing.ID) // started anew
+			m.mu.Unlock()
 			return existing.ID, nil
 		}
 		// Cannot start: fall through and recreate it.
@@ -485,7 +494,8 @@ func (m *Manager) findByName(ctx context.Context, name string) (*container.Summa
 
 // Status reports each configured agent's sandbox: starting or failed (with
 // why) until its container is up, then the container's state. One listing
-// answers for every container; only running ones are inspected (since when).
+// answers for every container; a running one is inspected (since when)
+// the first time it is seen.
 func (m *Manager) Status(ctx context.Context) ([]sandbox.Status, error) {
 	m.mu.Lock()
 	agents := make([]string, 0, len(m.specs))
@@ -501,7 +511,7 @@ func (m *Manager) Status(ctx context.Context) ([]sandbox.Status, error) {
 	var cs map[string]*container.Summary
 	out := make([]sandbox.Status, 0, len(agents))
 	for _, a := range agents {
-		st := sandbox.Status{Agent: a, State: "missing"}
+		st := sandbox.Status{Agent: a}
 		if b := boots[a]; b != nil {
 			var err error
 			if st.State, err = b.state(); err != nil {
@@ -522,15 +532,41 @@ func (m *Manager) Status(ctx context.Context) ([]sandbox.Status, error) {
 		if c := cs[m.ContainerName(a)]; c != nil && m.owns(c) {
 			st.ContainerID, st.Image, st.State = c.ID, c.Image, string(c.State)
 			if c.State == container.StateRunning {
-				ins, err := m.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
-				if err == nil && ins.Container.State != nil && ins.Container.State.Running {
-					st.StartedAt, _ = time.Parse(time.RFC3339Nano, ins.Container.State.StartedAt)
-				}
+				st.StartedAt = m.startedAt(ctx, c.ID)
 			}
 		}
 		out = append(out, st)
 	}
+	if cs != nil {
+		m.mu.Lock()
+		for id := range m.started { // forget containers gone
+			if !slices.ContainsFunc(out, func(s sandbox.Status) bool { return s.ContainerID == id }) {
+				delete(m.started, id)
+			}
+		}
+		m.mu.Unlock()
+	}
 	return out, nil
+}
+
+// startedAt is when the running container id started (zero if the Engine
+// cannot say).
+func (m *Manager) startedAt(ctx context.Context, id string) time.Time {
+	m.mu.Lock()
+	t, ok := m.started[id]
+	m.mu.Unlock()
+	if ok {
+		return t
+	}
+	ins, err := m.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil || ins.Container.State == nil || !ins.Container.State.Running {
+		return time.Time{}
+	}
+	t, _ = time.Parse(time.RFC3339Nano, ins.Container.State.StartedAt)
+	m.mu.Lock()
+	m.started[id] = t
+	m.mu.Unlock()
+	return t
 }
 
 // Remove deletes the agent's container (not its workspace).
