@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/proto"
@@ -110,7 +111,10 @@ func serveExec(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	go func() {
-		_, err := io.Copy(pipes[0][1], body)
+		err := pipePump(body, pipes[0][1], 0, proto.MaxFramePayload, func(p []byte) error {
+			_, err := pipes[0][1].Write(p)
+			return err
+		})
 		pipes[0][1].Close()
 		var pe *os.PathError
 		if err != nil && !errors.As(err, &pe) {
@@ -212,34 +216,44 @@ func newFrameOut(w http.ResponseWriter, binary bool) *frameOut {
 	return &frameOut{w: w, binary: binary, enc: json.NewEncoder(w)}
 }
 
-// relay sends what rd gives as output frames of kind until rd ends; when
-// a frame cannot be written (the gateway went away) it calls failed and
-// drains rd. A frame carries what one read
-// returned: output as it comes, in frames that grow (to
-// proto.MaxFramePayload) while reads keep filling them, so a large output
-// costs few frames and a small one little memory. NDJSON frames stay at
-// proto.ExecChunk, the size an older gateway reads.
-func (f *frameOut) relay(kind byte, rd io.Reader, failed func()) {
+// relay sends what the pipe rd gives as output frames of kind until it
+// ends; when a frame cannot be written (the gateway went away) it calls
+// failed and drains rd. A frame carries what one read returned, so output
+// goes as it comes; a large output goes in large frames (pipePump). NDJSON
+// frames stay at proto.ExecChunk, the size an older gateway reads.
+func (f *frameOut) relay(kind byte, rd *os.File, failed func()) {
 	most := proto.ExecChunk
 	if f.binary {
 		most = proto.MaxFramePayload
 	}
 	// The frame header goes in front of the payload: one write a frame.
-	buf := make([]byte, proto.FrameHeaderLen+min(4<<10, most))
-	for {
-		n, err := rd.Read(buf[proto.FrameHeaderLen:])
-		if n > 0 {
-			if f.output(kind, buf[:proto.FrameHeaderLen+n]) != nil {
-				failed()
-			}
-			if n == len(buf)-proto.FrameHeaderLen && n < most {
-				buf = make([]byte, proto.FrameHeaderLen+min(2*n, most))
+	_ = pipePump(rd, rd, proto.FrameHeaderLen, most, func(p []byte) error {
+		if f.output(kind, p) != nil {
+			failed()
+		}
+		return nil
+	})
+}
+
+// fSetPipeSize is Linux's F_SETPIPE_SZ, which package syscall lacks.
+const fSetPipeSize = 1031
+
+// pipePump is proto.Pump from r, growing pipe (r itself, or where the data
+// goes) to most once a read fills a default pipe (64 KiB): a call that
+// moves much moves it in large reads and writes, and only such a call holds
+// a large pipe (the sandbox user's pipe quota is shared with its own
+// programs; the kernel refuses past it, and the pipe stays as it was).
+func pipePump(r io.Reader, pipe *os.File, head, most int, emit func([]byte) error) error {
+	grown := false
+	return proto.Pump(r, head, most, func(p []byte) error {
+		if len(p)-head >= 64<<10 && most > 64<<10 && !grown {
+			grown = true
+			if sc, err := pipe.SyscallConn(); err == nil {
+				_ = sc.Control(func(fd uintptr) { _, _, _ = syscall.Syscall(syscall.SYS_FCNTL, fd, fSetPipeSize, uintptr(most)) })
 			}
 		}
-		if err != nil {
-			return
-		}
-	}
+		return emit(p)
+	})
 }
 
 // output writes p[proto.FrameHeaderLen:] as one output frame of kind; the

@@ -116,3 +116,67 @@ func TestGetFIFODoesNotBlock(t *testing.T) {
 		t.Fatal("get blocked opening a fifo")
 	}
 }
+
+// get gives the same bytes whatever its output is: a pipe (spliced, as the
+// executor's), a file (copied), with and without a limit, over several
+// splice pieces.
+func TestGetOutputs(t *testing.T) {
+	dir := t.TempDir()
+	content := make([]byte, 5<<20+123)
+	for i := range content {
+		content[i] = byte(i * 7)
+	}
+	p := filepath.Join(dir, "big")
+	sum := sha256.Sum256(content)
+	if err := put(p, bytes.NewReader(content), int64(len(content)), sum[:]); err != nil {
+		t.Fatal(err)
+	}
+	header := func(b []byte) ([]byte, proto.FileHeader) {
+		line, data, _ := bytes.Cut(b, []byte("\n"))
+		var h proto.FileHeader
+		if err := json.Unmarshal(line, &h); err != nil {
+			t.Fatalf("header %q: %v", line, err)
+		}
+		return data, h
+	}
+	for _, limit := range []int64{-1, 0, 1, 3<<20 + 5, int64(len(content)) + 10} {
+		want := content
+		if limit >= 0 && limit < int64(len(want)) {
+			want = want[:limit]
+		}
+		// A pipe, read as the executor reads it.
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan []byte)
+		go func() { b, _ := io.ReadAll(r); got <- b }()
+		err = get(p, limit, w)
+		w.Close()
+		piped := <-got
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A regular file, which splice cannot write.
+		f, err := os.Create(filepath.Join(dir, "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = get(p, limit, f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		filed, err := os.ReadFile(f.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, out := range map[string][]byte{"pipe": piped, "file": filed} {
+			data, h := header(out)
+			if h.Size != int64(len(content)) || !bytes.Equal(data, want) {
+				t.Errorf("limit %d to a %s: size %d, %d bytes, equal %v", limit, name, h.Size, len(data), bytes.Equal(data, want))
+			}
+		}
+	}
+}

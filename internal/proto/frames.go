@@ -82,9 +82,10 @@ func ReadExecFrames(r io.Reader, stdout, stderr io.Writer) (*ExecExit, error) {
 			return nil, fmt.Errorf("%w: %d-byte payload, over %d", ErrBadFrame, n, MaxFramePayload)
 		}
 		if int(n) > len(buf) {
-			// Doubling, so a stream of ever longer frames reallocates a
-			// few times, not once a frame.
-			buf = make([]byte, min(max(int(n), 2*len(buf), 64<<10), MaxFramePayload))
+			// As large as the frames come (small for a small output),
+			// doubling, so ever longer frames reallocate a few times,
+			// not once a frame.
+			buf = make([]byte, min(max(int(n), 2*len(buf)), MaxFramePayload))
 		}
 		for left := int(n); left > 0; {
 			m, err := r.Read(buf[:min(left, len(buf))])

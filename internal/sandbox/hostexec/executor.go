@@ -95,7 +95,7 @@ func Run(ctx context.Context, dir string, uid int, req *proto.ExecRequest, stdin
 	}
 	body := io.Reader(bytes.NewReader(append(line, '\n')))
 	if stdin != nil {
-		body = io.MultiReader(body, stdin)
+		body = bulkBody{io.MultiReader(body, stdin)}
 	}
 	hreq, err := http.NewRequest(http.MethodPost, "http://executor"+proto.ExecRoute, body)
 	if err != nil {
@@ -150,6 +150,25 @@ func Run(ctx context.Context, dir string, uid int, req *proto.ExecRequest, stdin
 // responseReaders keep Run's 64 KiB response readers: a fresh one per exec
 // was most of the gateway's garbage under many small calls at once.
 var responseReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
+
+// bulkBody is a request body the HTTP client copies read by read
+// (proto.Pump), each read one chunk of the request: a large stdin (a
+// write's content) goes in few chunks of up to proto.MaxFramePayload, a
+// small one as soon as it is read. (Copied as any reader, it would go in
+// 32 KiB chunks.)
+type bulkBody struct{ r io.Reader }
+
+func (b bulkBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+func (b bulkBody) WriteTo(w io.Writer) (int64, error) {
+	var written int64
+	err := proto.Pump(b.r, 0, proto.MaxFramePayload, func(p []byte) error {
+		n, err := w.Write(p)
+		written += int64(n)
+		return err
+	})
+	return written, err
+}
 
 // headLimit bounds what may be read while left >= 0.
 type headLimit struct {
