@@ -46,7 +46,16 @@ type Options struct {
 	// call the log shows allowed and never finished, unless the last Close
 	// was clean. The daemon sets it; readers of a live log must not.
 	CloseInterrupted bool
+	// AsyncHold is how long enqueued entries nobody waits for are held for
+	// a commit somebody waits for; 0 takes DefaultAsyncHold.
+	AsyncHold time.Duration
 }
+
+// DefaultAsyncHold holds a call's result entry (enqueued behind its answer)
+// for the agent's next call, which usually comes within it: one fsync
+// then makes both durable, and the next decision does not wait behind the
+// result's own fsync. An entry held is durable at most this much later.
+const DefaultAsyncHold = 5 * time.Millisecond
 
 // Stats count a Writer's work; Entries/Syncs is the group-commit factor.
 type Stats struct {
@@ -271,20 +280,35 @@ func (w *Writer) closeFiles() error {
 
 func (w *Writer) loop() {
 	defer close(w.done)
+	hold := w.opts.AsyncHold
+	if hold <= 0 {
+		hold = DefaultAsyncHold
+	}
+	timer := time.NewTimer(hold)
+	timer.Stop()
 	batch := make([]*request, 0, maxBatch)
 	for r := range w.reqs {
-		batch = append(batch[:0], r)
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case r, ok := <-w.reqs:
-				if !ok {
-					break drain
+		batch = w.drain(append(batch[:0], r))
+		if onlyAsync(batch) {
+			// Nobody waits: hold the batch for one somebody waits for.
+			timer.Reset(hold)
+		wait:
+			for len(batch) < maxBatch {
+				select {
+				case r, ok := <-w.reqs:
+					if !ok {
+						break wait
+					}
+					batch = append(batch, r)
+					if !r.async {
+						batch = w.drain(batch)
+						break wait
+					}
+				case <-timer.C:
+					break wait
 				}
-				batch = append(batch, r)
-			default:
-				break drain
 			}
+			timer.Stop()
 		}
 		w.commit(batch)
 	}
@@ -294,6 +318,33 @@ func (w *Writer) loop() {
 	for _, r := range w.retry {
 		w.lose(r, errors.New("audit: log still failing at close"))
 	}
+}
+
+// drain adds to batch what is queued now, up to maxBatch.
+func (w *Writer) drain(batch []*request) []*request {
+	for len(batch) < maxBatch {
+		select {
+		case r, ok := <-w.reqs:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// onlyAsync reports whether nobody waits on batch: every request is an
+// enqueued entry (a Flush or an Append waits).
+func onlyAsync(batch []*request) bool {
+	for _, r := range batch {
+		if !r.async {
+			return false
+		}
+	}
+	return true
 }
 
 // commit writes one batch: one write and one fsync, plus one more of each

@@ -291,3 +291,62 @@ func TestCloseReportsLostEnqueued(t *testing.T) {
 		t.Fatal("Close returned nil after an enqueued entry was lost")
 	}
 }
+
+// An enqueued entry is held for the next append somebody waits for, and
+// both are made durable by one fsync: a sequential agent's next decision
+// does not wait behind its last result's own fsync.
+func TestEnqueuedRidesWithNextAppend(t *testing.T) {
+	dir := t.TempDir()
+	w := open(t, dir, Options{AsyncHold: time.Hour})
+	defer w.Close()
+	res := result("r1")
+	w.Enqueue(res)
+	for len(w.reqs) > 0 { // the loop has taken it (and, before the hold, written it)
+		time.Sleep(time.Millisecond)
+	}
+	if err := w.Append(decision("d2", "allow")); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); st.Entries != 2 || st.Syncs != 1 {
+		t.Fatalf("%+v, want 2 entries in 1 fsync", st)
+	}
+	if got := phases(t, dir); len(got["r1"]) != 1 || len(got["d2"]) != 1 {
+		t.Fatalf("entries on disk: %v", got)
+	}
+}
+
+// A held entry is written without anybody appending after it, by Flush at
+// once, and by Close.
+func TestEnqueuedHeldIsWritten(t *testing.T) {
+	t.Run("after the hold", func(t *testing.T) {
+		w := open(t, t.TempDir(), Options{AsyncHold: time.Millisecond})
+		defer w.Close()
+		w.Enqueue(result("r1"))
+		for w.Stats().Entries != 1 { // bounded by the test's timeout
+			time.Sleep(time.Millisecond)
+		}
+	})
+	t.Run("flush", func(t *testing.T) {
+		dir := t.TempDir()
+		w := open(t, dir, Options{AsyncHold: time.Hour})
+		defer w.Close()
+		w.Enqueue(result("r1"))
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if got := phases(t, dir); len(got["r1"]) != 1 {
+			t.Fatalf("entries on disk after Flush: %v", got)
+		}
+	})
+	t.Run("close", func(t *testing.T) {
+		dir := t.TempDir()
+		w := open(t, dir, Options{AsyncHold: time.Hour})
+		w.Enqueue(result("r1"))
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := phases(t, dir); len(got["r1"]) != 1 {
+			t.Fatalf("entries on disk after Close: %v", got)
+		}
+	})
+}

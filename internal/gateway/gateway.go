@@ -62,8 +62,9 @@ type Options struct {
 	// AsyncResults lets a call's caller have its outcome without waiting
 	// for the result entry's fsync, when the sink is an AuditQueue. The
 	// decision entry is always durable before the call runs; the result is
-	// ordered behind it and durable moments later. It saves one fsync per
-	// call on the caller's path.
+	// ordered behind it and made durable with the next decision, or after
+	// the sink's short hold when none comes. It saves one fsync per call on
+	// the caller's path.
 	AsyncResults bool
 	// RefusalBurst and RefusalEvery bound the refusals one source puts on
 	// record one by one: RefusalBurst per RefusalEvery, the rest counted
