@@ -86,9 +86,12 @@ func (m *Manager) Sync(ctx context.Context, spec sandbox.AgentSpec) (pending boo
 		return false, err
 	}
 	b, lock := m.register(spec)
+	// A sandbox not up yet is starting from here: a call that comes while
+	// another brings it up waits for that (Manager.Sandbox).
+	b.boot.begin()
 	idle, ok := b.calls.hold()
 	if !ok {
-		return true, nil // a recreate waits already; it takes the newest spec
+		return true, nil // a recreate or a bring-up is under way; it takes the newest spec
 	}
 	select {
 	case <-idle:
@@ -100,6 +103,9 @@ func (m *Manager) Sync(ctx context.Context, spec sandbox.AgentSpec) (pending boo
 		// Re-attaching (or failing to ask) cuts nothing.
 		b.calls.release()
 		if err != nil {
+			if st, _ := b.boot.state(); st != "" {
+				b.boot.end(notStarted(spec.Agent, err))
+			}
 			return false, err
 		}
 		return false, m.ensureBox(ctx, b, lock, spec)

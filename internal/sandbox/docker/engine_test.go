@@ -119,6 +119,10 @@ func TestEngineLostIsNotAStoppedSandbox(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Docker Engine is unreachable") || wrongVerdict(err) {
 		t.Fatalf("Ensure with the Engine gone: %v", err)
 	}
+	// That failed Ensure (a reload's) leaves the verified sandbox in use.
+	if r := call("echo", "still"); r.err != nil || r.stdout != "still\n" {
+		t.Fatalf("a call after a failed Ensure with the Engine gone: %+v", r)
+	}
 }
 
 // wrongVerdict tells whether err calls a lost Engine a stopped sandbox or a

@@ -150,7 +150,8 @@ func (m *Manager) Client() *client.Client { return m.cli }
 // whose spec changed is recreated on its next use, not now, so calls in
 // flight finish on the container they started in. The launchers follow
 // the specs' tools at once: that needs no new container. A new agent's
-// sandbox is starting until Up, Sync or a call brings it up.
+// sandbox is starting (not yet verified) until Up, Sync or its first call
+// brings it up.
 func (m *Manager) SetSpecs(specs []sandbox.AgentSpec) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -168,7 +169,9 @@ func (m *Manager) SetSpecs(specs []sandbox.AgentSpec) error {
 		}
 		if m.boxes[s.Agent] == nil {
 			b := &Sandbox{m: m, agent: s.Agent}
-			b.boot.begin()
+			if err := s.Validate(); err != nil {
+				b.boot.end(notStarted(s.Agent, err)) // nothing will bring it up
+			}
 			m.boxes[s.Agent] = b
 		}
 	}
@@ -208,6 +211,9 @@ func (m *Manager) Sandbox(ctx context.Context, agent string) (gateway.Sandbox, e
 	// Out of date with calls in flight: the call waits for the new
 	// container (Sandbox.enter) instead of cutting them.
 	if _, err := m.Sync(ctx, spec); err != nil {
+		if !errors.Is(err, gateway.ErrSandboxUnavailable) {
+			err = notStarted(agent, err)
+		}
 		return nil, err
 	}
 	m.mu.Lock()
@@ -267,8 +273,12 @@ func (m *Manager) ensureBox(ctx context.Context, b *Sandbox, lock *sync.Mutex, s
 func (m *Manager) ensureLocked(ctx context.Context, b *Sandbox, spec sandbox.AgentSpec, seen *survey) error {
 	id, err := m.ensure(ctx, spec, seen)
 	if err != nil {
-		err = fmt.Errorf("%w: the sandbox of agent %q could not be started: %w", gateway.ErrSandboxUnavailable, spec.Agent, err)
-		b.boot.end(err)
+		err = notStarted(spec.Agent, err)
+		// A lost Engine says nothing of a container already verified: its
+		// warm executor may answer still. Anything else fails the sandbox.
+		if st, _ := b.boot.state(); st != "" || !errors.Is(err, errEngine) {
+			b.boot.end(err)
+		}
 		return err
 	}
 	b.set(id, spec)

@@ -114,6 +114,12 @@ func (b *boot) failure() error {
 	return fmt.Errorf("%w: not started", gateway.ErrSandboxUnavailable)
 }
 
+// notStarted is the error of a sandbox that could not be brought up: the
+// calls to it get it, wrapping gateway.ErrSandboxUnavailable and the cause.
+func notStarted(agent string, cause error) error {
+	return fmt.Errorf("%w: the sandbox of agent %q could not be started: %w", gateway.ErrSandboxUnavailable, agent, cause)
+}
+
 // States of a sandbox that is not up (Status), beside the Engine's own.
 const (
 	StateStarting = "starting"
@@ -136,7 +142,7 @@ func (m *Manager) Up(ctx context.Context, specs []sandbox.AgentSpec) (done <-cha
 	for _, s := range specs {
 		if err := s.Validate(); err != nil {
 			b, _ := m.register(s)
-			b.boot.end(err)
+			b.boot.end(notStarted(s.Agent, err))
 			continue
 		}
 		b, lock := m.register(s)
@@ -157,14 +163,14 @@ func (m *Manager) Up(ctx context.Context, specs []sandbox.AgentSpec) (done <-cha
 				if j.spec.Image != sandbox.DefaultImage {
 					return false
 				}
-				j.b.boot.end(fmt.Errorf("%w: the sandbox of agent %q could not be started: %w", gateway.ErrSandboxUnavailable, j.spec.Agent, err))
+				j.b.boot.end(notStarted(j.spec.Agent, err))
 				return true
 			})
 		}
 		seen, err := m.survey(ctx, specs)
 		if err != nil {
 			for _, j := range jobs {
-				j.b.boot.end(fmt.Errorf("%w: the sandbox of agent %q could not be started: %v", gateway.ErrSandboxUnavailable, j.spec.Agent, err))
+				j.b.boot.end(notStarted(j.spec.Agent, err))
 			}
 			return
 		}

@@ -225,3 +225,26 @@ func TestFileSumsFollowTheFile(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
+
+// A spec nothing can bring up (its workspace is not an absolute path) is
+// failed from the start, not starting until a call's wait runs out.
+func TestInvalidSpecFailsAtOnce(t *testing.T) {
+	m := upManager(t, "invalid")
+	spec := upSpec(t, m, "a")
+	spec.Workspace = "relative/workspace"
+	if err := m.SetSpecs([]sandbox.AgentSpec{spec}); err != nil {
+		t.Fatal(err)
+	}
+	if st := statusOf(t, m, spec.Agent); st.State != StateFailed || st.Error == "" {
+		t.Fatalf("status: %+v", st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := m.Sandbox(ctx, spec.Agent); !errors.Is(err, gateway.ErrSandboxUnavailable) {
+		t.Fatalf("call: %v", err)
+	}
+	<-m.Up(ctx, []sandbox.AgentSpec{spec})
+	if st := statusOf(t, m, spec.Agent); st.State != StateFailed {
+		t.Fatalf("status after Up: %+v", st)
+	}
+}
