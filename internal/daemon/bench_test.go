@@ -179,6 +179,7 @@ func benchLargeFile(b *testing.B, size int64, read bool) {
 		b.Fatal(err)
 	}
 	id := e.containerID(a)
+	e.waitExecutor(b, a)
 	// run runs a command with stdin from and stdout to files ("": none)
 	// and returns its peak resident memory in MiB.
 	run := func(stdin, stdout string, argv ...string) (float64, error) {
