@@ -159,20 +159,22 @@ func (m *Manager) SetSpecs(specs []sandbox.AgentSpec) error {
 	var errs []error
 	for _, s := range specs {
 		next[s.Agent] = s
+		b := m.boxes[s.Agent]
+		if b == nil {
+			b = &Sandbox{m: m, agent: s.Agent}
+			m.boxes[s.Agent] = b
+		}
+		if err := s.Validate(); err != nil {
+			// Nothing can bring it up, and nothing is written for it (a
+			// relative path would land in the gateway's directory).
+			b.boot.end(notStarted(s.Agent, err))
+			continue
+		}
 		if err := sandbox.WriteLaunchers(s.ToolsBinDir(), s.Tools, s.LauncherTarget()); err != nil {
 			errs = append(errs, fmt.Errorf("agent %s: %w", s.Agent, err))
 		}
 		if old, ok := m.specs[s.Agent]; ok && !old.SameSandbox(s) {
-			if b := m.boxes[s.Agent]; b != nil {
-				b.markStale()
-			}
-		}
-		if m.boxes[s.Agent] == nil {
-			b := &Sandbox{m: m, agent: s.Agent}
-			if err := s.Validate(); err != nil {
-				b.boot.end(notStarted(s.Agent, err)) // nothing will bring it up
-			}
-			m.boxes[s.Agent] = b
+			b.markStale()
 		}
 	}
 	m.specs = next

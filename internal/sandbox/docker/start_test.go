@@ -227,13 +227,18 @@ func TestFileSumsFollowTheFile(t *testing.T) {
 }
 
 // A spec nothing can bring up (its workspace is not an absolute path) is
-// failed from the start, not starting until a call's wait runs out.
+// failed from the start, not starting until a call's wait runs out, and
+// nothing is written for it.
 func TestInvalidSpecFailsAtOnce(t *testing.T) {
 	m := upManager(t, "invalid")
 	spec := upSpec(t, m, "a")
 	spec.Workspace = "relative/workspace"
+	t.Chdir(t.TempDir())
 	if err := m.SetSpecs([]sandbox.AgentSpec{spec}); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat("relative"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("SetSpecs wrote for an invalid spec: %v", err)
 	}
 	if st := statusOf(t, m, spec.Agent); st.State != StateFailed || st.Error == "" {
 		t.Fatalf("status: %+v", st)
