@@ -7,13 +7,13 @@ import (
 	"strings"
 )
 
-// sizeUnits are binary multiples, as Docker reads "512m".
+// sizeUnits are binary multiples, as Docker reads "512m" (and Kubernetes "512Mi").
 var sizeUnits = map[string]float64{
 	"": 1, "b": 1,
-	"k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
-	"m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
-	"g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
-	"t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40,
+	"k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "ki": 1 << 10,
+	"m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20, "mi": 1 << 20,
+	"g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "gi": 1 << 30,
+	"t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40, "ti": 1 << 40,
 }
 
 var errSize = errors.New("not a size")

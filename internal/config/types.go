@@ -35,6 +35,8 @@ type Gateway struct {
 	// Models are the model providers agents may use through the model door,
 	// by name (the name is the `tool` of their audit entries).
 	Models map[string]ModelProvider `yaml:"models"`
+	// Sandbox chooses where the agents' sandboxes run.
+	Sandbox Sandbox `yaml:"sandbox"`
 	// Telemetry sends traces of the calls to an observability backend.
 	Telemetry Telemetry `yaml:"telemetry"`
 }

@@ -127,6 +127,7 @@ func (d *decoder) finish(c *Config) {
 		workspaces[a.Workspace] = name
 	}
 	d.gatewayEgress(c)
+	d.sandbox(c)
 }
 
 func (d *decoder) gateway(c *Config) {

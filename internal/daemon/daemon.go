@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -34,17 +35,18 @@ import (
 	"github.com/toolgate/toolgate/internal/egress"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks/hookserver"
+	"github.com/toolgate/toolgate/internal/kubeagents"
 	"github.com/toolgate/toolgate/internal/lockedfile"
 	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/modeldoor"
-	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/ratelimit"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
 	"github.com/toolgate/toolgate/internal/secrets"
 	"github.com/toolgate/toolgate/internal/tracing"
 	"github.com/toolgate/toolgate/internal/upstream"
+	"k8s.io/client-go/rest"
 )
 
 // Options locate the daemon's configuration.
@@ -58,23 +60,26 @@ type Options struct {
 
 // Daemon is a running gateway.
 type Daemon struct {
-	opts    Options
-	log     *slog.Logger
-	audit   *audit.Writer
-	docker  *docker.Manager
-	gw      *gateway.Gateway
-	client  string
-	bounder *audit.Bounder
-	door    *mcp.Door
-	models  *modeldoor.Door
-	meter   *modeldoor.Meter // model spending; outlives reloads
-	sock    *agentsock.Server
-	mu      sync.Mutex // guards built across reloads
-	built   *Built
-	servers []*http.Server
-	lock    *os.File // HOME/serve.lock, held while serving
-	conns   connlimit.Budget
-	hooks   *hookserver.Server
+	opts  Options
+	log   *slog.Logger
+	audit *audit.Writer
+	// sandboxes is the backend gateway.sandbox.backend chose; kube is it
+	// when that is kubernetes.
+	sandboxes backend
+	kube      *kubeBackend
+	gw        *gateway.Gateway
+	client    string
+	bounder   *audit.Bounder
+	door      *mcp.Door
+	models    *modeldoor.Door
+	meter     *modeldoor.Meter // model spending; outlives reloads
+	sock      *agentsock.Server
+	mu        sync.Mutex // guards built across reloads
+	built     *Built
+	servers   []*http.Server
+	lock      *os.File // HOME/serve.lock, held while serving
+	conns     connlimit.Budget
+	hooks     *hookserver.Server
 
 	// upstreams are the upstream MCP servers' connections: they outlive a
 	// reload and end with the daemon.
@@ -107,6 +112,16 @@ type Daemon struct {
 	// or failed.
 	upStop context.CancelFunc
 	upDone <-chan struct{}
+
+	// reloads serialises reloads: SIGHUP's and the Agent controller's.
+	reloads sync.Mutex
+	// extras are the Agent resources this gateway serves beside the
+	// file's agents (guarded by mu); agents is their controller, nil
+	// without the kubernetes backend or with its agents: false.
+	extras     []config.Extra
+	agents     *kubeagents.Controller
+	agentsStop context.CancelFunc
+	agentsDone chan struct{}
 }
 
 // Run starts the gateway and serves until ctx ends or SIGTERM/SIGINT arrives.
@@ -172,39 +187,57 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := ClientBinary(cfg)
-	if err != nil {
-		return nil, err
-	}
 	tokens, err := auth.OpenStore(filepath.Join(opts.Home, auth.StoreFile))
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := docker.New(ctx, docker.Options{Instance: docker.InstanceID(opts.Home), Logger: log})
-	if err != nil {
-		return nil, err
+	d := &Daemon{opts: opts, log: log, built: built, lock: lock, upstreams: ups, meter: meter}
+	var kubeREST *rest.Config
+	switch cfg.Gateway.Sandbox.Backend {
+	case config.BackendKubernetes:
+		// The in-sandbox client is in the sandbox image (kube.WriteImage).
+		if d.kube, kubeREST, err = newKube(ctx, cfg.Gateway.Sandbox.Kubernetes, log); err != nil {
+			return nil, err
+		}
+		d.sandboxes = d.kube
+	default:
+		if d.client, err = ClientBinary(cfg); err != nil {
+			return nil, err
+		}
+		mgr, err := docker.New(ctx, docker.Options{Instance: docker.InstanceID(opts.Home), Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		d.sandboxes = dockerBackend{mgr}
 	}
-	aw, err := audit.Open(cfg.Gateway.Audit.Dir, audit.Options{MaxFileBytes: cfg.Gateway.Audit.MaxFileBytes, Logger: log, CloseInterrupted: true})
-	if err != nil {
-		mgr.Close()
+	if d.audit, err = audit.Open(cfg.Gateway.Audit.Dir, audit.Options{MaxFileBytes: cfg.Gateway.Audit.MaxFileBytes, Logger: log, CloseInterrupted: true}); err != nil {
+		d.sandboxes.Close()
 		return nil, fmt.Errorf("opening the audit log: %w", err)
 	}
-	d := &Daemon{opts: opts, log: log, audit: aw, docker: mgr, client: client, built: built, lock: lock, upstreams: ups, meter: meter}
+	aw := d.audit
 	d.bounder = audit.NewBounder(cfg.Gateway.Audit.MaxArgBytes)
 	d.bounder.AddSecrets(built.Secrets.Values()...)
 	d.approvals = approval.New()
 	d.rates = ratelimit.New()
 	d.rates.Configure(cfg)
 	d.metrics = d.newMetrics()
-	observer := gateway.Observer(d.metrics)
+	observer := gateway.Observers{d.metrics}
 	if o := cfg.Gateway.Telemetry.OTLP; o != nil {
 		if d.tracer, err = newTracer(ctx, cfg.Home, o, log); err != nil {
 			d.close()
 			return nil, err
 		}
-		observer = gateway.Observers{d.metrics, d.tracer}
+		observer = append(observer, d.tracer)
 	}
-	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: mgr, BoundArgs: d.bounder.Bound, Logger: log, AsyncResults: true,
+	if k := cfg.Gateway.Sandbox.Kubernetes; d.kube != nil && k.WatchAgents() {
+		if d.agents, err = kubeagents.New(kubeagents.Options{Config: kubeREST, Namespace: k.Namespace, Node: k.Node,
+			Gateway: agentsGateway{d}, Logger: log}); err != nil {
+			d.close()
+			return nil, err
+		}
+		observer = append(observer, d.agents.Observer())
+	}
+	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: d.sandboxes, BoundArgs: d.bounder.Bound, Logger: log, AsyncResults: true,
 		Approvals: d.approvals, Limiter: d.rates, Observer: observer}, built.Snapshot)
 	d.followIndex(cfg.Gateway.Audit.Dir)
 	if err := d.followFleet(cfg, built.Secrets); err != nil {
@@ -219,6 +252,9 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	}
 	d.conns = connlimit.Plan(nofile)
 	d.sock = agentsock.New(d.gw, agentsock.Options{Logger: log, MaxConns: d.conns.PerAgent, Pool: connlimit.NewPool(d.conns.Agents)})
+	if d.kube != nil {
+		d.kube.serveWith(d.sock.SetAgents)
+	}
 	d.sock.Handle(egress.Pattern, egress.NewHandler(d.gw))
 	d.models = modeldoor.New(d.gw)
 	d.sock.Handle("POST "+modeldoor.Pattern, d.models)
@@ -259,8 +295,12 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	// The sandboxes come up behind the listening admin API: with many
 	// agents that takes seconds, and status must answer meanwhile.
 	d.startSandboxes(specs)
-	log.Info("toolgate serving", "home", opts.Home, "agents", len(cfg.Agents), "docker_api", mgr.APIVersion(), "audit", cfg.Gateway.Audit.Dir,
-		"nofile", nofile, "conns_admin", d.conns.Admin, "conns_tcp", d.conns.TCP, "conns_agents", d.conns.Agents)
+	if err := d.startAgents(ctx); err != nil {
+		d.close()
+		return nil, err
+	}
+	log.Info("toolgate serving", append(d.sandboxes.describe(), "home", opts.Home, "agents", len(cfg.Agents), "audit", cfg.Gateway.Audit.Dir,
+		"nofile", nofile, "conns_admin", d.conns.Admin, "conns_tcp", d.conns.TCP, "conns_agents", d.conns.Agents)...)
 	if opts.Ready != nil {
 		opts.Ready()
 	}
@@ -278,10 +318,10 @@ func (d *Daemon) Gateway() *gateway.Gateway { return d.gw }
 // reach the gateway through; a new agent's sandbox is starting from here.
 func (d *Daemon) setSpecs(b *Built) ([]sandbox.AgentSpec, error) {
 	specs := b.Specs(d.client)
-	if err := d.docker.SetSpecs(specs); err != nil {
+	if err := d.sandboxes.SetSpecs(specs); err != nil {
 		return nil, fmt.Errorf("sandbox specs: %w", err)
 	}
-	if err := d.sock.SetAgents(sockets(specs)); err != nil {
+	if err := d.sock.SetAgents(d.sandboxes.sockets(specs)); err != nil {
 		return nil, fmt.Errorf("agent sockets: %w", err)
 	}
 	return specs, nil
@@ -292,7 +332,7 @@ func (d *Daemon) setSpecs(b *Built) ([]sandbox.AgentSpec, error) {
 func (d *Daemon) startSandboxes(specs []sandbox.AgentSpec) {
 	ctx, cancel := context.WithCancel(context.Background())
 	start := time.Now()
-	done := d.docker.Up(ctx, specs)
+	done := d.sandboxes.Up(ctx, specs)
 	d.upStop, d.upDone = cancel, done
 	go func() {
 		<-done
@@ -302,7 +342,7 @@ func (d *Daemon) startSandboxes(specs []sandbox.AgentSpec) {
 	}()
 }
 
-// stopSandboxStart ends a bring-up still under way (containers already
+// stopSandboxStart ends a bring-up still under way (sandboxes already
 // started keep running; the next serve re-attaches to them).
 func (d *Daemon) stopSandboxStart() {
 	if d.upStop == nil {
@@ -312,34 +352,36 @@ func (d *Daemon) stopSandboxStart() {
 	<-d.upDone
 }
 
-// ensureSandboxes makes every agent's container exist, match its spec and
+// ensureSandboxes makes every agent's sandbox exist, match its spec and
 // run (a reload), building the default image first when an agent uses it
-// and it is missing; docker.UpParallel agents at a time. A changed sandbox with
-// calls in flight is recreated once they finish: pending names those agents.
-func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) (pending []string, err error) {
+// and it is missing; docker.UpParallel agents at a time. A changed sandbox
+// with calls in flight is recreated once they finish: pending names those
+// agents; failed holds the agents whose sandbox did not come up, err what
+// stopped them all.
+func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) (pending []string, failed map[string]error, err error) {
 	specs, err := d.setSpecs(b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := d.docker.BuildDefaultImageFor(ctx, specs); err != nil {
-		return nil, err
+	if err := d.sandboxes.prepare(ctx, specs); err != nil {
+		return nil, nil, err
 	}
 	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, docker.UpParallel)
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, docker.UpParallel)
 	)
+	failed = map[string]error{}
 	for _, s := range specs {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			waits, err := d.docker.Sync(ctx, s)
+			waits, err := d.sandboxes.Sync(ctx, s)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				errs = append(errs, err)
+				failed[s.Agent] = fmt.Errorf("sandbox for agent %s: %w", s.Agent, err)
 			}
 			if waits {
 				pending = append(pending, s.Agent)
@@ -348,7 +390,16 @@ func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) (pending []strin
 	}
 	wg.Wait()
 	slices.Sort(pending)
-	return pending, errors.Join(errs...)
+	return pending, failed, nil
+}
+
+// joinFailed is ensureSandboxes' failures as one error, in agent order.
+func joinFailed(failed map[string]error) error {
+	var errs []error
+	for _, a := range slices.Sorted(maps.Keys(failed)) {
+		errs = append(errs, failed[a])
+	}
+	return errors.Join(errs...)
 }
 
 // Reload re-reads the configuration and swaps it in; calls in flight finish
@@ -366,10 +417,14 @@ type Reloaded struct {
 	// in it: it is recreated once they finish (new calls wait for it), or
 	// after the agent's exec timeout and a grace at the latest.
 	RecreatePending []string
+	// Failed are the agents whose sandbox did not come up, with why.
+	Failed map[string]error
 }
 
 func (d *Daemon) reload(ctx context.Context) (Reloaded, error) {
-	cfg, err := config.Load(d.opts.Home, d.opts.ConfigPath)
+	d.reloads.Lock()
+	defer d.reloads.Unlock()
+	cfg, err := d.load()
 	if err == nil {
 		var built *Built
 		if built, err = build(cfg, d.upstreams, d.meter); err == nil {
@@ -397,9 +452,9 @@ func (d *Daemon) swap(ctx context.Context, built *Built) (Reloaded, error) {
 		d.log.Warn("gateway.telemetry takes effect only when toolgate serve restarts")
 	}
 	d.upstreams.Prune(cfg)
-	pending, err := d.ensureSandboxes(ctx, built)
-	ans := Reloaded{RecreatePending: pending}
-	errs := []error{err}
+	pending, failed, err := d.ensureSandboxes(ctx, built)
+	ans := Reloaded{RecreatePending: pending, Failed: failed}
+	errs := []error{err, joinFailed(failed)}
 	if len(pending) > 0 {
 		d.log.Info("configuration reloaded", "agents", len(cfg.Agents), "sandbox_recreate_pending_until_idle", pending)
 	} else {
@@ -409,7 +464,7 @@ func (d *Daemon) swap(ctx context.Context, built *Built) (Reloaded, error) {
 	// on the host): nothing of it should keep running unaccounted for.
 	for name := range old.Config.Agents {
 		if _, kept := cfg.Agents[name]; !kept {
-			if err := d.docker.Remove(ctx, name); err != nil {
+			if err := d.sandboxes.Remove(ctx, name); err != nil {
 				errs = append(errs, fmt.Errorf("removing the sandbox of agent %s: %w", name, err))
 			}
 		}
@@ -447,7 +502,7 @@ func (d *Daemon) status(ctx context.Context) ([]adminapi.AgentStatus, error) {
 	d.mu.Lock()
 	agents := d.built.Config.Agents
 	d.mu.Unlock()
-	st, err := d.docker.Status(ctx)
+	st, err := d.sandboxes.Status(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -458,7 +513,7 @@ func (d *Daemon) status(ctx context.Context) ([]adminapi.AgentStatus, error) {
 	var rows []adminapi.AgentStatus
 	for name, a := range agents {
 		s, ok := byAgent[name]
-		row := adminapi.AgentStatus{Agent: name, Image: a.Image, State: "missing"}
+		row := adminapi.AgentStatus{Agent: name, Image: a.Image, State: sandbox.StateMissing}
 		if ok {
 			row.Container, row.Image, row.State, row.StartedAt, row.Error = s.ContainerID, s.Image, s.State, s.StartedAt, s.Error
 		}
@@ -466,16 +521,6 @@ func (d *Daemon) status(ctx context.Context) ([]adminapi.AgentStatus, error) {
 	}
 	slices.SortFunc(rows, func(a, b adminapi.AgentStatus) int { return strings.Compare(a.Agent, b.Agent) })
 	return rows, nil
-}
-
-// sockets are the agent sockets the sandboxes of specs reach the gateway through.
-func sockets(specs []sandbox.AgentSpec) []agentsock.Socket {
-	var socks []agentsock.Socket
-	for _, s := range specs {
-		uid, gid, _ := sandbox.ParseUser(s.UserOrDefault()) // validated with the config
-		socks = append(socks, agentsock.Socket{Agent: s.Agent, Path: filepath.Join(s.SocketDir(), proto.SocketName), UID: uid, GID: gid})
-	}
-	return socks
 }
 
 // listen serves the admin API on HOME/admin.sock (0600) and, when
@@ -533,6 +578,8 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var errs []error
+	// The Agent controller stops first: no reload starts under a shutdown.
+	d.stopAgents()
 	// Calls waiting for a person are denied first, on the record, so no
 	// connection stays open for an answer that cannot come.
 	d.approvals.Close()
@@ -550,13 +597,13 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	if err := d.gw.Wait(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("calls still running at shutdown; their results are not recorded: %w", err))
 	}
-	errs = append(errs, d.closeHooks(), d.audit.Close(), d.stopIndex(), d.stopFleet(), d.docker.Close(), d.stopTracer(ctx), d.lock.Close())
+	errs = append(errs, d.closeHooks(), d.audit.Close(), d.stopIndex(), d.stopFleet(), d.sandboxes.Close(), d.stopTracer(ctx), d.lock.Close())
 	return errors.Join(errs...)
 }
 
 func (d *Daemon) close() error {
 	d.stopSandboxStart()
-	return errors.Join(d.closeEntryPoints(), d.closeHooks(), d.audit.Close(), d.stopIndex(), d.stopFleet(), d.docker.Close(),
+	return errors.Join(d.closeEntryPoints(), d.closeHooks(), d.audit.Close(), d.stopIndex(), d.stopFleet(), d.sandboxes.Close(),
 		d.stopTracer(context.Background()))
 }
 
@@ -569,6 +616,7 @@ func (d *Daemon) closeHooks() error {
 }
 
 func (d *Daemon) closeEntryPoints() error {
+	d.stopAgents()
 	var errs []error
 	if d.door != nil {
 		errs = append(errs, d.door.Close())

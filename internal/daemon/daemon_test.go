@@ -58,7 +58,7 @@ type envExtra struct {
 // manager reports it (the test does not depend on how containers are named).
 func (e *env) containerID(agent string) string {
 	e.t.Helper()
-	st, err := e.d.docker.Status(context.Background())
+	st, err := e.d.sandboxes.Status(context.Background())
 	if err != nil {
 		e.t.Fatal(err)
 	}

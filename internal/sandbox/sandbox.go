@@ -199,6 +199,9 @@ type Status struct {
 	Error       string // why it failed to start
 }
 
+// StateMissing is the State of a sandbox that does not exist.
+const StateMissing = "missing"
+
 // RunArgv wraps argv in the in-sandbox client, which puts it in its own
 // process group, enforces the timeout on the whole group and records the
 // group under callID so KillArgv can end it.

@@ -90,7 +90,7 @@ func TestAgentResource(t *testing.T) {
 	}
 	good := map[string]any{"image": "toolgate/sandbox:latest", "tools": []any{"git"}, "user": "1000:1000",
 		"egress":  map[string]any{"allow": []any{"api.github.com:443", "*.pypi.org:443"}},
-		"rules":   []any{map[string]any{"name": "no-rm", "deny": `call.argv.exists(a, a == "rm")`}},
+		"rules":   []any{map[string]any{"name": "no-rm", "deny": `call.argv.exists(a, a == "rm")`, "reason": "no deleting"}},
 		"limits":  map[string]any{"memory": "512Mi", "cpus": 0.5, "execTimeout": "10m"},
 		"default": "allow"}
 	created, err := agents.Create(ctx, agent("demo", good), metav1.CreateOptions{})
@@ -117,7 +117,8 @@ func TestAgentResource(t *testing.T) {
 		{"user by name", "bad-c", with("user", "agent"), "spec.user"},
 		{"tool with a slash", "bad-d", with("tools", []any{"../bin/sh"}), "spec.tools[0]"},
 		{"egress without a port", "bad-e", with("egress", map[string]any{"allow": []any{"example.com"}}), "spec.egress.allow[0]"},
-		{"rule with two verdicts", "bad-f", with("rules", []any{map[string]any{"name": "x", "allow": "true", "deny": "true"}}), "exactly one of allow, deny, ask"},
+		{"rule with two verdicts", "bad-f", with("rules", []any{map[string]any{"name": "x", "allow": "true", "deny": "true", "reason": "r"}}), "exactly one of allow, deny, ask"},
+		{"rule without a reason", "bad-j", with("rules", []any{map[string]any{"name": "x", "deny": "true"}}), "spec.rules[0].reason: Required"},
 		{"negative cpus", "bad-g", with("limits", map[string]any{"cpus": -1}), "spec.limits.cpus"},
 		{"unknown field", "bad-h", with("privileged", true), "privileged"},
 		{"name with an underscore", "bad_i", good, "agent names are"},

@@ -13,9 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -70,7 +71,11 @@ type Options struct {
 	PullPolicy corev1.PullPolicy
 	// StartTimeout bounds how long a new pod may take to run; 0: 2 minutes.
 	StartTimeout time.Duration
-	Logger       *slog.Logger
+	// OnPod, when set, is told each time an agent's pod was created or
+	// adopted, with the path the gateway is to listen on for it (the
+	// socket in the new pod's volume): the agent socket follows the pod.
+	OnPod  func(spec sandbox.AgentSpec, socketPath string) error
+	Logger *slog.Logger
 }
 
 // Manager owns the agents' sandbox pods.
@@ -86,6 +91,7 @@ type Manager struct {
 	size       resource.Quantity
 	pull       corev1.PullPolicy
 	startWait  time.Duration
+	onPod      func(sandbox.AgentSpec, string) error
 	log        *slog.Logger
 
 	mu     sync.Mutex
@@ -125,7 +131,7 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	m := &Manager{
 		cs: cs, cfg: opts.Config, ns: opts.Namespace, instance: opts.Instance, node: opts.Node,
 		kubeletDir: cmpOr(opts.KubeletDir, DefaultKubeletDir), links: cmpOr(opts.SocketLinks, DefaultSocketLinks), class: opts.StorageClass, size: size,
-		pull: cmpOr(opts.PullPolicy, corev1.PullIfNotPresent), startWait: opts.StartTimeout, log: opts.Logger,
+		pull: cmpOr(opts.PullPolicy, corev1.PullIfNotPresent), startWait: opts.StartTimeout, onPod: opts.OnPod, log: opts.Logger,
 		specs: map[string]sandbox.AgentSpec{}, boxes: map[string]*Sandbox{}, locks: map[string]*sync.Mutex{},
 	}
 	if m.startWait <= 0 {
@@ -208,7 +214,7 @@ func (m *Manager) Ensure(ctx context.Context, spec sandbox.AgentSpec) (*Sandbox,
 	}
 	b := m.boxes[spec.Agent]
 	if b == nil {
-		b = &Sandbox{m: m, agent: spec.Agent}
+		b = &Sandbox{m: m, agent: spec.Agent, stale: true} // no pod until set
 		m.boxes[spec.Agent] = b
 	}
 	m.mu.Unlock()
@@ -220,7 +226,43 @@ func (m *Manager) Ensure(ctx context.Context, spec sandbox.AgentSpec) (*Sandbox,
 		return nil, fmt.Errorf("sandbox for agent %q: %w", spec.Agent, err)
 	}
 	b.set(pod.Name, pod.UID, spec)
+	if m.onPod != nil {
+		p, err := m.SocketPath(b)
+		if err == nil {
+			err = m.onPod(spec, p)
+		}
+		if err != nil {
+			b.markStale()
+			return nil, fmt.Errorf("sandbox for agent %q: its socket: %w", spec.Agent, err)
+		}
+	}
 	return b, nil
+}
+
+// Sync is Ensure for a configuration reload: a sandbox whose spec changed
+// while it exists is left for its next call to recreate (pending), so calls
+// in flight finish in the pod they started in.
+func (m *Manager) Sync(ctx context.Context, spec sandbox.AgentSpec) (pending bool, err error) {
+	m.mu.Lock()
+	b := m.boxes[spec.Agent]
+	m.mu.Unlock()
+	if b != nil && b.isStale() && b.podUID() != "" {
+		m.mu.Lock()
+		m.specs[spec.Agent] = spec
+		m.mu.Unlock()
+		return true, nil
+	}
+	_, err = m.Ensure(ctx, spec)
+	return false, err
+}
+
+// Close releases the API client's idle connections; pods keep running
+// (the next gateway adopts them).
+func (m *Manager) Close() error {
+	if rc, ok := m.cs.CoreV1().RESTClient().(*rest.RESTClient); ok && rc.Client != nil {
+		rc.Client.CloseIdleConnections()
+	}
+	return nil
 }
 
 func (m *Manager) ensure(ctx context.Context, spec sandbox.AgentSpec) (*corev1.Pod, error) {
@@ -418,14 +460,16 @@ func (m *Manager) VolumeDir(uid types.UID, vol string) string {
 }
 
 // SocketPath is where the gateway listens for the agent's pod: the socket
-// volume of its current pod through a link named after the pod in
-// SocketLinks, re-pointed (atomically) when the pod is recreated.
+// volume of its current pod through a link named after the pod's UID in
+// SocketLinks. A recreated pod has a new UID, so a new path: a listener
+// on the old one is not mistaken for the new pod's. Links whose pod
+// volume is gone are removed.
 func (m *Manager) SocketPath(sb *Sandbox) (string, error) {
-	name, uid := sb.Pod()
+	_, uid := sb.Pod()
 	if err := os.MkdirAll(m.links, 0o755); err != nil {
 		return "", err
 	}
-	link := filepath.Join(m.links, name)
+	link := filepath.Join(m.links, string(uid))
 	tmp := link + ".new"
 	_ = os.Remove(tmp)
 	if err := os.Symlink(m.VolumeDir(uid, VolSocket), tmp); err != nil {
@@ -433,6 +477,14 @@ func (m *Manager) SocketPath(sb *Sandbox) (string, error) {
 	}
 	if err := os.Rename(tmp, link); err != nil {
 		return "", err
+	}
+	if old, err := os.ReadDir(m.links); err == nil {
+		for _, e := range old {
+			p := filepath.Join(m.links, e.Name())
+			if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) && e.Type()&os.ModeSymlink != 0 {
+				_ = os.Remove(p)
+			}
+		}
 	}
 	return filepath.Join(link, proto.SocketName), nil
 }
@@ -457,31 +509,37 @@ func (m *Manager) writeLaunchers(uid types.UID, spec sandbox.AgentSpec) error {
 // Status reports each configured agent's sandbox pod.
 func (m *Manager) Status(ctx context.Context) ([]sandbox.Status, error) {
 	m.mu.Lock()
-	agents := make([]string, 0, len(m.specs))
-	for a := range m.specs {
-		agents = append(agents, a)
-	}
+	agents := slices.Sorted(maps.Keys(m.specs))
 	m.mu.Unlock()
-	sort.Strings(agents)
 	out := make([]sandbox.Status, 0, len(agents))
 	for _, a := range agents {
-		st := sandbox.Status{Agent: a, State: "missing"}
-		pod, err := m.cs.CoreV1().Pods(m.ns).Get(ctx, m.PodName(a), metav1.GetOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
+		st, err := m.PodStatus(ctx, a)
+		if err != nil {
 			return nil, err
-		}
-		if err == nil && m.owns(pod.Labels) {
-			st.ContainerID, st.State = string(pod.UID), string(pod.Status.Phase)
-			if len(pod.Spec.Containers) > 0 {
-				st.Image = pod.Spec.Containers[0].Image
-			}
-			if pod.Status.StartTime != nil {
-				st.StartedAt = pod.Status.StartTime.Time
-			}
 		}
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// PodStatus reports the agent's sandbox pod: its UID as the container,
+// its phase as the state.
+func (m *Manager) PodStatus(ctx context.Context, agent string) (sandbox.Status, error) {
+	st := sandbox.Status{Agent: agent, State: sandbox.StateMissing}
+	pod, err := m.cs.CoreV1().Pods(m.ns).Get(ctx, m.PodName(agent), metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return st, err
+	}
+	if err == nil && m.owns(pod.Labels) {
+		st.ContainerID, st.State = string(pod.UID), string(pod.Status.Phase)
+		if len(pod.Spec.Containers) > 0 {
+			st.Image = pod.Spec.Containers[0].Image
+		}
+		if pod.Status.StartTime != nil {
+			st.StartedAt = pod.Status.StartTime.Time
+		}
+	}
+	return st, nil
 }
 
 // Remove deletes the agent's pod (not its workspace claim).
