@@ -189,7 +189,6 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 	}
 }
 
-
 func waitStatus(t *testing.T, agents interface {
 	Get(context.Context, string, metav1.GetOptions, ...string) (*unstructured.Unstructured, error)
 }, name string, ok func(map[string]any) bool) map[string]any {
