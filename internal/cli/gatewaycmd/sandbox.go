@@ -1,12 +1,15 @@
 package gatewaycmd
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
+	"github.com/toolgate/toolgate/internal/sandbox/kube"
 	"github.com/toolgate/toolgate/internal/sandbox/rootfs"
 )
 
@@ -16,6 +19,8 @@ func newSandboxCmd(g *cli.Globals) *cobra.Command {
 		force   bool
 		profile string
 		list    bool
+		oci     string
+		gw      bool
 	)
 	image := &cobra.Command{
 		Use:   "image [TAG]",
@@ -27,9 +32,19 @@ Docker. Downloads are cached under $TOOLGATE_IMAGE_CACHE (default
 $TMPDIR/toolgate-image-cache); an image whose profile version is current
 is not rebuilt. Set the printed tag as an agent's image in config.yaml.
 
-Any image of your own works too: toolgate mounts everything it needs.`,
+Any image of your own works too: toolgate mounts everything it needs.
+
+For Kubernetes (docs/kubernetes.md), --oci writes the image as an OCI
+archive instead, with toolgate-client and toolgate-launch (found beside this
+program) inside: a pod cannot mount them from the host. Import it into a
+node's containerd (ctr -n k8s.io images import FILE) or push it to a
+registry. With --gateway the archive is the gateway's own image
+(deploy/kubernetes/gateway.yaml): this program, which must be statically
+linked (CGO_ENABLED=0), running toolgate-gateway serve.`,
 		Example: `  toolgate sandbox image --profile claude-code
-  toolgate sandbox image --list`,
+  toolgate sandbox image --list
+  toolgate sandbox image --oci sandbox.tar registry.example/toolgate/sandbox:1
+  toolgate sandbox image --oci gateway.tar --gateway registry.example/toolgate/gateway:1`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if list {
@@ -45,6 +60,12 @@ Any image of your own works too: toolgate mounts everything it needs.`,
 			tag := p.Tag()
 			if len(args) == 1 {
 				tag = args[0]
+			}
+			if gw && oci == "" {
+				return cli.UsageErr(cmd, "--gateway writes an OCI archive: give --oci FILE")
+			}
+			if oci != "" {
+				return writeOCI(cmd.Context(), oci, tag, p, gw)
 			}
 			mgr, err := docker.New(cmd.Context(), docker.Options{})
 			if err != nil {
@@ -66,6 +87,39 @@ Any image of your own works too: toolgate mounts everything it needs.`,
 	image.Flags().BoolVar(&force, "force", false, "rebuild even when the image is current")
 	image.Flags().StringVar(&profile, "profile", "default", "what the image holds (see --list)")
 	image.Flags().BoolVar(&list, "list", false, "list the profiles")
+	image.Flags().StringVar(&oci, "oci", "", "write the image to `FILE` as an OCI archive (Kubernetes), not into Docker")
+	image.Flags().BoolVar(&gw, "gateway", false, "with --oci: the gateway's image (toolgate-gateway serve)")
 	cmd.AddCommand(image)
 	return cmd
+}
+
+// writeOCI writes the image for the kubernetes backend, with the binaries
+// found beside this program.
+func writeOCI(ctx context.Context, path, tag string, p rootfs.Profile, gateway bool) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(exe)
+	bins := kube.Binaries{Client: filepath.Join(dir, "toolgate-client"), Launcher: filepath.Join(dir, "toolgate-launch")}
+	if gateway {
+		bins.Gateway = exe
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if err := kube.WriteImage(ctx, f, tag, p, rootfs.Env{Log: os.Stderr}, bins); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	fmt.Println("wrote", tag, "to", path)
+	return nil
 }

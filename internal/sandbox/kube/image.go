@@ -24,7 +24,17 @@ import (
 type Binaries struct {
 	Client   string // host path of toolgate-client
 	Launcher string // host path of toolgate-launch
+	// Gateway, when set, is the host path of a static toolgate-gateway:
+	// the image is then the gateway's (deploy/kubernetes/gateway.yaml),
+	// running `toolgate-gateway serve` as root with its home at GatewayHome.
+	Gateway string
 }
+
+// Where the gateway image keeps its binary and its home.
+const (
+	GatewayPath = "/usr/local/bin/toolgate-gateway"
+	GatewayHome = "/var/lib/toolgate"
+)
 
 // WriteImage writes an OCI image-layout archive (what `ctr images import`
 // and registries' push tools take) of profile p as ref: one layer, the
@@ -47,15 +57,23 @@ func WriteImage(ctx context.Context, w io.Writer, ref string, p rootfs.Profile, 
 		return err
 	}
 	layerDigest := digest(ld)
+	run := map[string]any{
+		"User":       "1000:1000",
+		"WorkingDir": proto.WorkspacePath,
+		"Env":        append([]string{"PATH=/tools/bin:/usr/local/bin:/usr/bin:/bin"}, p.Env()...),
+		"Cmd":        []string{proto.ClientPath, "init"},
+		"Labels":     map[string]string{"toolgate.profile": p.Name(), "toolgate.profile.version": p.Version()},
+	}
+	if bins.Gateway != "" {
+		// The gateway's pod is the trusted side: root, to serve sockets
+		// owned by each sandbox's uid in the kubelet's pod directories.
+		run["User"], run["WorkingDir"] = "0:0", GatewayHome
+		run["Env"] = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "TOOLGATE_HOME=" + GatewayHome}
+		run["Cmd"] = []string{GatewayPath, "serve"}
+	}
 	cfg, err := json.Marshal(map[string]any{
 		"architecture": "amd64", "os": "linux", "created": time.Unix(0, 0).UTC(),
-		"config": map[string]any{
-			"User":       "1000:1000",
-			"WorkingDir": proto.WorkspacePath,
-			"Env":        append([]string{"PATH=/tools/bin:/usr/local/bin:/usr/bin:/bin"}, p.Env()...),
-			"Cmd":        []string{proto.ClientPath, "init"},
-			"Labels":     map[string]string{"toolgate.profile": p.Name(), "toolgate.profile.version": p.Version()},
-		},
+		"config": run,
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
 	})
 	if err != nil {
@@ -119,6 +137,9 @@ func writeLayer(ctx context.Context, w io.Writer, p rootfs.Profile, env rootfs.E
 	replace := map[string]string{
 		strings.TrimPrefix(proto.ClientPath, "/"):   bins.Client,
 		strings.TrimPrefix(proto.LauncherPath, "/"): bins.Launcher,
+	}
+	if bins.Gateway != "" {
+		replace[strings.TrimPrefix(GatewayPath, "/")] = bins.Gateway
 	}
 	tr, tw := tar.NewReader(pr), tar.NewWriter(w)
 	for {
