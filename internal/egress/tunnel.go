@@ -75,6 +75,18 @@ func (t *tunnel) fail(err error) {
 	t.closeBoth()
 }
 
+// exhausted ends a tunnel that used up its byte allowance without cutting
+// off what the other direction read within it and is still writing: it wakes
+// both reads, so each pipe finds nothing left and returns, and leaves the
+// closing to Tunnel.
+func (t *tunnel) exhausted() {
+	err := ErrByteLimit
+	t.err.CompareAndSwap(nil, &err)
+	past := time.Unix(1, 0)
+	t.client.SetReadDeadline(past)
+	t.upstream.SetReadDeadline(past)
+}
+
 func (t *tunnel) closeBoth() {
 	t.closeOnce.Do(func() {
 		t.client.Close()
@@ -97,7 +109,7 @@ func (t *tunnel) pipe(dst, src net.Conn, n *atomic.Int64) {
 		if m := t.limits.MaxBytes; m > 0 {
 			left := m - t.total.Load()
 			if left <= 0 {
-				t.fail(ErrByteLimit)
+				t.exhausted()
 				return
 			}
 			if left < int64(len(want)) {
@@ -132,7 +144,7 @@ func (t *tunnel) pipe(dst, src net.Conn, n *atomic.Int64) {
 			n.Add(int64(k))
 		}
 		if limited {
-			t.fail(ErrByteLimit)
+			t.exhausted()
 			return
 		}
 		switch {

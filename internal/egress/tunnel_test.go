@@ -103,7 +103,7 @@ func TestTunnelOneWayTrafficIsNotIdle(t *testing.T) {
 	app.Close()
 	r := <-res
 	if len(got) != 1500 || r.st.Down != 1500 || errors.Is(r.err, ErrIdleTimeout) {
-		t.Errorf("got %d bytes, tunnel %+v", len(got), r)
+		t.Errorf("got %d bytes, tunnel %+v: %v", len(got), r.st, r.err)
 	}
 }
 
@@ -129,7 +129,7 @@ func TestTunnelByteLimit(t *testing.T) {
 	got, _ := io.ReadAll(app)
 	r := <-res
 	if !errors.Is(r.err, ErrByteLimit) || len(got) != 1000 || r.st.Up+r.st.Down != 1000 {
-		t.Errorf("got %d bytes, tunnel %+v", len(got), r)
+		t.Errorf("got %d bytes, tunnel %+v: %v", len(got), r.st, r.err)
 	}
 }
 
