@@ -416,6 +416,7 @@ func TestCancelKillsTree(t *testing.T) {
 		for _, stdin := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/stdin=%v", path.name, stdin), func(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel() // a failed subtest leaves no sleep to the next one
 				spec := gateway.ExecSpec{Argv: []string{"sh", "-c", "sleep 100 & sleep 100"}, CallID: "cancelme"}
 				if stdin {
 					// Never read, never ended: the executor is blocked feeding it.
@@ -438,10 +439,11 @@ func TestCancelKillsTree(t *testing.T) {
 	}
 }
 
-// waitForCall waits until the client recorded the call's process group.
+// waitForCall waits until the client recorded the call's process group
+// (an Engine exec can take seconds to start on a loaded machine).
 func waitForCall(t *testing.T, sb *Sandbox, id string) {
 	t.Helper()
-	for range 200 {
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if mustRun(t, sb, "test", "-e", proto.CallsDir+"/"+id).out.ExitCode == 0 {
 			return
 		}
@@ -455,7 +457,7 @@ func waitForCall(t *testing.T, sb *Sandbox, id string) {
 func assertNoSleep(t *testing.T, sb *Sandbox) {
 	t.Helper()
 	var r execResult
-	for range 40 {
+	for range 200 {
 		if r = mustRun(t, sb, "ps", "-o", "pid,args"); !strings.Contains(r.stdout, "sleep") {
 			return
 		}
