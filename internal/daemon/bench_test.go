@@ -23,26 +23,18 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
-// BenchmarkExecTrue compares `exec true` end to end: through the toolgate CLI
-// (CLI → admin API → gateway → Engine API), the same without the CLI's
-// process start, and `docker exec` (the path the seed describes).
+// BenchmarkExecTrue compares `exec true` through the admin API (gateway →
+// warm executor) with `docker exec` (the path the seed describes); the whole
+// CLI command is BenchmarkGoalCLIExec's.
 //
 //	go test ./internal/daemon -run '^$' -bench ExecTrue -benchtime 200x
 func BenchmarkExecTrue(b *testing.B) {
 	e := newEnv(b, "bench")
 	a := e.agents[0]
-	toolgate, _ := testenv.Binaries(b)
 	args := map[string]any{"argv": []string{"true"}}
 	if _, err := e.call(a, "exec", args); err != nil {
 		b.Fatal(err)
 	}
-	b.Run("toolgate-cli", func(b *testing.B) {
-		timing.Run(b, func() error {
-			cmd := exec.Command(toolgate, "exec", a, "--", "true")
-			cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
-			return cmd.Run()
-		})
-	})
 	b.Run("admin-api", func(b *testing.B) {
 		timing.Run(b, func() error { _, err := e.call(a, "exec", args); return err })
 	})
