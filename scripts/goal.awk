@@ -12,9 +12,10 @@ $1 ~ /^BenchmarkGoal/ {
     if (u == unit) val[side] = v
   }
 }
+function show(v) { return v >= 1000 ? sprintf("%.0f", v) : sprintf("%.3g", v) }
 END {
-  t = ("toolgate" in val) ? sprintf("%.3g", val["toolgate"]) : "missing"
-  b = ("baseline" in val) ? sprintf("%.3g", val["baseline"]) : "missing"
+  t = ("toolgate" in val) ? show(val["toolgate"]) : "missing"
+  b = ("baseline" in val) ? show(val["baseline"]) : "missing"
   r = (("toolgate" in val) && ("baseline" in val) && val["baseline"] != 0) ? sprintf("%.2f", val["toolgate"] / val["baseline"]) : "–"
   printf "| %s | %s | %s | %s | %s | %s |\n", goal, unit, t, b, r, target
 }
