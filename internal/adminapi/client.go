@@ -58,6 +58,20 @@ func Dial(home string) (*Client, error) {
 	return &Client{http: &http.Client{Transport: tr}, base: "http://toolgate", token: strings.TrimSpace(string(tok))}, nil
 }
 
+// DialAddr returns a client for a daemon's admin API on a TCP address
+// (gateway.listen; a gateway in a cluster through kubectl port-forward),
+// with the admin token in the file tokenFile.
+func DialAddr(addr, tokenFile string) (*Client, error) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, fmt.Errorf("admin API address %q: want host:port: %w", addr, err)
+	}
+	tok, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading the admin token: %w", err)
+	}
+	return &Client{http: &http.Client{}, base: "http://" + addr, token: strings.TrimSpace(string(tok))}, nil
+}
+
 // Call runs a tool for an agent. With stdout/stderr set, output streams as
 // the tool produces it; otherwise the result carries it.
 func (c *Client) Call(ctx context.Context, agent, tool string, args any, stdout, stderr io.Writer) (*gateway.Result, error) {

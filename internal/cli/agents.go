@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/adminapi"
 )
 
 func newAgentsCmd(g *Globals) *cobra.Command {
@@ -16,7 +15,7 @@ func newAgentsCmd(g *Globals) *cobra.Command {
 		Short: "List agents with their sandbox state and call counts",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := adminapi.Dial(g.Home)
+			c, err := g.Dial()
 			if err != nil {
 				return err
 			}

@@ -23,7 +23,7 @@ toolgate approvals approve ID or toolgate approvals deny ID --reason TEXT.
 Who answered, and when, is recorded in the call's audit entry.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := adminapi.Dial(g.Home)
+			c, err := g.Dial()
 			if err != nil {
 				return err
 			}
@@ -82,7 +82,7 @@ func newAnswerCmd(g *Globals, approve bool) *cobra.Command {
 			if standFor > 0 {
 				a.For = standFor.String()
 			}
-			c, err := adminapi.Dial(g.Home)
+			c, err := g.Dial()
 			if err != nil {
 				return err
 			}

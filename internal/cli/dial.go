@@ -5,14 +5,13 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/adminapi"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
 // callTool sends one call to the daemon. With stream set, output is copied
 // to the terminal as it is produced.
 func callTool(cmd *cobra.Command, g *Globals, agent, tool string, args any, stream bool) (*gateway.Result, error) {
-	c, err := adminapi.Dial(g.Home)
+	c, err := g.Dial()
 	if err != nil {
 		return nil, err
 	}

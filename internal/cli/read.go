@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolgate/toolgate/internal/adminapi"
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
@@ -31,7 +30,7 @@ func newReadCmd(g *Globals) *cobra.Command {
 				// Bytes as they come, straight to stdout: memory stays
 				// constant whatever the file's size.
 				call["encoding"] = "raw"
-				c, err := adminapi.Dial(g.Home)
+				c, err := g.Dial()
 				if err != nil {
 					return err
 				}

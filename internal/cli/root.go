@@ -7,12 +7,37 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/adminapi"
 )
 
 // Globals are the flags every command shares.
 type Globals struct {
 	Home   string
 	Config string
+	// Context names another gateway's admin API (HOME/contexts/NAME);
+	// empty: the daemon of this home.
+	Context string
+}
+
+// ContextsDir holds the contexts under the home: NAME/address (host:port
+// of the admin API) and NAME/admin.token.
+const ContextsDir = "contexts"
+
+// Dial is a client of the gateway the flags name: the context's, else
+// the daemon of the home over its socket.
+func (g *Globals) Dial() (*adminapi.Client, error) {
+	if g.Context == "" {
+		return g.Dial()
+	}
+	if strings.ContainsAny(g.Context, `/\`) || g.Context == "." || g.Context == ".." {
+		return nil, fmt.Errorf("--context %q: a context is a name, not a path", g.Context)
+	}
+	dir := filepath.Join(g.Home, ContextsDir, g.Context)
+	addr, err := os.ReadFile(filepath.Join(dir, "address"))
+	if err != nil {
+		return nil, fmt.Errorf("context %s: %w (write its admin API's host:port there; docs/kubernetes.md)", g.Context, err)
+	}
+	return adminapi.DialAddr(strings.TrimSpace(string(addr)), filepath.Join(dir, adminapi.TokenFile))
 }
 
 // ConfigPath is the config file the flags name.
@@ -64,6 +89,7 @@ func NewRootWith(gateway Commands) *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.Home, "home", "", "toolgate home (default $TOOLGATE_HOME or ~/.toolgate)")
 	root.PersistentFlags().StringVar(&g.Config, "config", "", "config file (default HOME/config.yaml)")
+	root.PersistentFlags().StringVar(&g.Context, "context", "", "reach the gateway of context `NAME` (HOME/contexts/NAME: address, admin.token), e.g. one in a cluster")
 	root.AddCommand(
 		newAgentsCmd(g), newExecCmd(g), newReadCmd(g),
 		newWriteCmd(g), newPatchCmd(g), newCallCmd(g),

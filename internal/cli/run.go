@@ -5,7 +5,6 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/adminapi"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
 	"github.com/toolgate/toolgate/internal/proto"
@@ -67,7 +66,7 @@ decided and recorded as a call; the hook gate still guards what remains.`,
 			if err := env.apply(cmd, call); err != nil {
 				return err
 			}
-			c, err := adminapi.Dial(g.Home)
+			c, err := g.Dial()
 			if err != nil {
 				return err
 			}

@@ -8,8 +8,6 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-
-	"github.com/toolgate/toolgate/internal/adminapi"
 )
 
 func newWriteCmd(g *Globals) *cobra.Command {
@@ -26,7 +24,7 @@ func newWriteCmd(g *Globals) *cobra.Command {
 				return err
 			}
 			defer done()
-			c, err := adminapi.Dial(g.Home)
+			c, err := g.Dial()
 			if err != nil {
 				return err
 			}

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/cli"
 
-	"github.com/toolgate/toolgate/internal/adminapi"
 	"github.com/toolgate/toolgate/internal/agentloop"
 )
 
@@ -50,7 +49,7 @@ Ctrl-C stops the run; the session is saved after every step and
 				return cli.UsageErr(cmd, "give a task, or --continue SESSION")
 			}
 			req.Limits.Time, req.NoStream = maxTime, noStream
-			c, err := adminapi.Dial(g.Home)
+			c, err := g.Dial()
 			if err != nil {
 				return err
 			}

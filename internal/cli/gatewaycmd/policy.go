@@ -41,7 +41,7 @@ directly (so a change can be tested before it is loaded); --live asks the runnin
 			}
 			var x policy.Explanation
 			if live {
-				c, err := adminapi.Dial(g.Home)
+				c, err := g.Dial()
 				if err != nil {
 					return err
 				}

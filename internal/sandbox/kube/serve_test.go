@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/kubeagents"
 	"github.com/toolgate/toolgate/internal/sandbox/kube"
+	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
@@ -43,7 +45,15 @@ func TestServeAgentResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(links) })
+	// The admin API on loopback TCP too, for the CLI's --context.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := ln.Addr().String()
+	ln.Close()
 	cfg := fmt.Sprintf(`gateway:
+  listen: %s
   sandbox:
     backend: kubernetes
     kubernetes:
@@ -58,7 +68,7 @@ func TestServeAgentResources(t *testing.T) {
       startTimeout: 2m
 plugins:
   echo: {kind: builtin, builtin: toolgate-echo}
-`, filepath.Join(c.Dir(), "run", "pki", "admin.kubeconfig"), c.Namespace(), c.Node(), inst,
+`, admin, filepath.Join(c.Dir(), "run", "pki", "admin.kubeconfig"), c.Namespace(), c.Node(), inst,
 		filepath.Join(c.Dir(), "run", "var-lib", "kubelet"), links, c.StorageClass())
 	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -137,6 +147,36 @@ plugins:
 		t.Errorf("kubectl get agents: %v\n%s", err, out)
 	}
 	t.Logf("kubectl get agents:\n%s", out)
+
+	// The same CLI reaches this gateway through a context (as it would a
+	// gateway in the cluster through kubectl port-forward).
+	toolgate, _ := testenv.Binaries(t)
+	other := t.TempDir()
+	ctxDir := filepath.Join(other, "contexts", "k8s")
+	if err := os.MkdirAll(ctxDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ctxDir, "address"), []byte(admin+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ctxDir, adminapi.TokenFile), []byte(tok), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cli := func(args ...string) (string, error) {
+		out, err := exec.Command(toolgate, append([]string{"--home", other}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := cli("--context", "k8s", "exec", name, "--", "sh", "-c", "echo hi from the context"); err != nil || !strings.Contains(out, "hi from the context") {
+		t.Errorf("toolgate --context k8s exec: %v\n%s", err, out)
+	}
+	for _, bad := range []struct{ context, want string }{
+		{"nope", "context nope"},
+		{"../k8s", "a context is a name, not a path"},
+	} {
+		if out, err := cli("--context", bad.context, "agents"); err == nil || !strings.Contains(out, bad.want) {
+			t.Errorf("--context %s: %v, want an error naming %q\n%s", bad.context, err, bad.want, out)
+		}
+	}
 
 	// An Agent the CRD admits but the gateway cannot take: its tool is no
 	// plugin of this gateway's.
