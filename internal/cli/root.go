@@ -27,7 +27,7 @@ const ContextsDir = "contexts"
 // the daemon of the home over its socket.
 func (g *Globals) Dial() (*adminapi.Client, error) {
 	if g.Context == "" {
-		return g.Dial()
+		return adminapi.Dial(g.Home)
 	}
 	if strings.ContainsAny(g.Context, `/\`) || g.Context == "." || g.Context == ".." {
 		return nil, fmt.Errorf("--context %q: a context is a name, not a path", g.Context)
