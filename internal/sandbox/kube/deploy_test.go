@@ -33,21 +33,7 @@ func applyManifests(t *testing.T, c *cluster) dynamic.Interface {
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.cs.Discovery()))
 	ctx := context.Background()
 	for _, f := range []string{"namespaces.yaml", "agent-crd.yaml", "rbac.yaml"} {
-		raw, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "kubernetes", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(raw)), 4096)
-		for {
-			var obj unstructured.Unstructured
-			if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if obj.Object == nil {
-				continue
-			}
+		eachObject(t, f, func(obj *unstructured.Unstructured) {
 			gvk := obj.GroupVersionKind()
 			mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 			if err != nil {
@@ -57,10 +43,10 @@ func applyManifests(t *testing.T, c *cluster) dynamic.Interface {
 			if ns := obj.GetNamespace(); ns != "" {
 				ri = dyn.Resource(mapping.Resource).Namespace(ns)
 			}
-			if _, err := ri.Apply(ctx, obj.GetName(), &obj, metav1.ApplyOptions{FieldManager: "toolgate-test", Force: true}); err != nil {
+			if _, err := ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: "toolgate-test", Force: true}); err != nil {
 				t.Fatalf("%s: applying %s %s: %v", f, gvk.Kind, obj.GetName(), err)
 			}
-		}
+		})
 	}
 	// The CRD serves once it is established.
 	for i := 0; ; i++ {
@@ -72,6 +58,27 @@ func applyManifests(t *testing.T, c *cluster) dynamic.Interface {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return dyn
+}
+
+// eachObject calls fn with each object of deploy/kubernetes/file.
+func eachObject(t *testing.T, file string, fn func(*unstructured.Unstructured)) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "kubernetes", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(raw)), 4096)
+	for {
+		var obj unstructured.Unstructured
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return
+		} else if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if obj.Object != nil {
+			fn(&obj)
+		}
+	}
 }
 
 // TestAgentResource: the Agent CRD's schema refuses bad agents at the API

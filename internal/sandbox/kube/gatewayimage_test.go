@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,8 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/toolgate/toolgate/internal/sandbox/rootfs"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -91,29 +88,18 @@ func TestGatewayImage(t *testing.T) {
 	}
 
 	// The DaemonSet and its ConfigMap, checked by the API server.
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "kubernetes", "gateway.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	gvrs := map[string]schema.GroupVersionResource{
+		"ConfigMap": {Version: "v1", Resource: "configmaps"},
+		"DaemonSet": {Group: "apps", Version: "v1", Resource: "daemonsets"},
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(raw)), 4096)
 	kinds := map[string]bool{}
-	for {
-		var obj unstructured.Unstructured
-		if err := dec.Decode(&obj.Object); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		gvr := map[string]schema.GroupVersionResource{
-			"ConfigMap": {Version: "v1", Resource: "configmaps"},
-			"DaemonSet": {Group: "apps", Version: "v1", Resource: "daemonsets"},
-		}[obj.GetKind()]
-		var ri dynamic.ResourceInterface = dyn.Resource(gvr).Namespace(obj.GetNamespace())
-		if _, err := ri.Create(ctx, &obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}); err != nil {
+	eachObject(t, "gateway.yaml", func(obj *unstructured.Unstructured) {
+		ri := dyn.Resource(gvrs[obj.GetKind()]).Namespace(obj.GetNamespace())
+		if _, err := ri.Create(ctx, obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}); err != nil {
 			t.Errorf("gateway.yaml: %s %s: %v", obj.GetKind(), obj.GetName(), err)
 		}
 		kinds[obj.GetKind()] = true
-	}
+	})
 	if !kinds["ConfigMap"] || !kinds["DaemonSet"] {
 		t.Errorf("gateway.yaml holds %v", kinds)
 	}
