@@ -55,8 +55,8 @@ type Gateway interface {
 	// Serve puts exactly these resource agents in force beside the config
 	// file's and brings their sandboxes up. refused holds, by agent, those
 	// it could not take (an invalid spec; a sandbox that did not start,
-	// wrapping ErrNotUp); err means nothing changed (the file itself is
-	// invalid).
+	// wrapping ErrNotUp); err means the change is not complete (the file
+	// itself invalid, an old sandbox not removed) and is tried again.
 	Serve(ctx context.Context, agents []config.Extra) (refused map[string]error, err error)
 	// Sandbox is the agent's pod and its phase ("missing" when there is none).
 	Sandbox(ctx context.Context, agent string) (pod, phase string, err error)
@@ -212,7 +212,9 @@ func (c *Controller) reconcile(ctx context.Context, agents []*unstructured.Unstr
 	if !same {
 		r, err := c.opts.Gateway.Serve(ctx, extras)
 		if err != nil {
-			log.Error("Agents not served: the gateway's configuration is invalid", "err", err)
+			if ctx.Err() == nil {
+				log.Error("serving the Agents; tried again next round", "err", err)
+			}
 			return
 		}
 		refused = r

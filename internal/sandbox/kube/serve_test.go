@@ -84,6 +84,19 @@ plugins:
 	if err := os.WriteFile(filepath.Join(home, adminapi.TokenFile), []byte(tok), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// An Agent a gateway on a node that is gone had: this gateway takes it over.
+	c.Volume(t, inst, "moved")
+	moved := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "toolgate.dev/v1alpha1", "kind": "Agent", "metadata": map[string]any{"name": "moved"},
+		"spec": map[string]any{"image": c.Image()},
+	}}
+	if moved, err = agents.Create(ctx, moved, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	moved.Object["status"] = map[string]any{"node": "node-gone", "phase": "Running", "pod": "tg-srv-moved", "calls": int64(41)}
+	if _, err := agents.UpdateStatus(ctx, moved, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	d, err := daemon.Start(ctx, daemon.Options{Home: home})
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +117,16 @@ plugins:
 	pod := kube.PodName(inst, name)
 	if st["pod"] != pod || st["node"] != c.Node() {
 		t.Fatalf("status: %v, want pod %s on %s", st, pod, c.Node())
+	}
+
+	st = waitStatus(t, agents, "moved", func(st map[string]any) bool {
+		return st["node"] == c.Node() && st["phase"] == kubeagents.PhaseRunning
+	})
+	if num(st["calls"]) != 41 {
+		t.Errorf("the moved Agent's calls: %v, want the 41 it had", st["calls"])
+	}
+	if err := agents.Delete(ctx, "moved", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
 	}
 
 	cl, err := adminapi.Dial(home)
