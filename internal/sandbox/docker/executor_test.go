@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -102,4 +103,38 @@ func TestPlantedExecutorSocketRefused(t *testing.T) {
 	if accepted.Load() != 0 {
 		t.Fatalf("the gateway connected to the planted target %d times", accepted.Load())
 	}
+}
+
+// A sandbox Ensure has just started is up when it returns: its executor
+// answers (and with it init's egress and model forwarders listen), so the
+// first call neither falls back to an Engine exec nor finds no proxy. The
+// sandbox's client here is a script that lets a second pass before it runs
+// the real one (from the workspace), as a loaded machine might.
+func TestEnsureWaitsForTheExecutor(t *testing.T) {
+	slow := filepath.Join(t.TempDir(), "slow-client")
+	if err := os.WriteFile(slow, []byte("#!/bin/sh\nsleep 1\nexec /workspace/toolgate-client \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := newAgent(t)
+	ctx := context.Background()
+	if err := testMgr.Remove(ctx, spec.Agent); err != nil {
+		t.Fatal(err)
+	}
+	real, err := os.ReadFile(testClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(spec.Workspace, "toolgate-client"), real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec.ClientBinary = slow
+	if _, err := testMgr.Ensure(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	c, err := hostexec.Dial(ctx, spec.ExecDir(), 1000)
+	if err != nil {
+		out, _ := exec.Command("docker", "logs", testMgr.ContainerName(spec.Agent)).CombinedOutput()
+		t.Fatalf("Ensure returned before the executor answered: %v\n%s", err, out)
+	}
+	c.Close()
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/toolgate/toolgate/internal/hooks"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/sandbox/hostexec"
 )
 
 // Labels on every managed container.
@@ -324,6 +325,7 @@ func (m *Manager) ensure(ctx context.Context, spec sandbox.AgentSpec, seen *surv
 			m.mu.Lock()
 			delete(m.started, existing.ID) // started anew
 			m.mu.Unlock()
+			awaitExecutor(ctx, spec.ExecDir(), uid)
 			return existing.ID, nil
 		}
 		// Cannot start: fall through and recreate it.
@@ -343,7 +345,34 @@ func (m *Manager) ensure(ctx context.Context, spec sandbox.AgentSpec, seen *surv
 	if _, err := m.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		return "", fmt.Errorf("starting container %s: %w", name, err)
 	}
+	awaitExecutor(ctx, spec.ExecDir(), uid)
 	return created.ID, nil
+}
+
+// executorStart bounds how long a started sandbox is given for its warm
+// executor to answer before it counts as up anyway (calls then go through
+// the Engine until the executor is there).
+const executorStart = 10 * time.Second
+
+// awaitExecutor waits, within executorStart, until the sandbox's executor
+// answers: by then its init has started its egress and model forwarders
+// too, so a sandbox that is up has them listening — a first call through
+// an Engine exec could otherwise find nothing on the proxy port — and its
+// calls take the fast path from the first.
+func awaitExecutor(ctx context.Context, dir string, uid int) {
+	ctx, cancel := context.WithTimeout(ctx, executorStart)
+	defer cancel()
+	for {
+		if c, err := hostexec.Dial(ctx, dir, uid); err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // containerConfig builds the container from the spec and labels it with
