@@ -1,5 +1,6 @@
-// Package probe holds test stand-ins with no dependency on the rest of the
-// tree, so the sandbox backends' own tests can use them (testenv imports
+// Package probe holds test helpers with no dependency on the rest of the
+// tree — a counting listener, the check of what a binary links — so any
+// package's tests can use them, the sandbox backends' too (testenv imports
 // the backends).
 package probe
 
