@@ -86,22 +86,9 @@ arrival order).`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			for _, h := range hits {
-				if format == "json" {
-					b, err := json.Marshal(h)
-					if err != nil {
-						return err
-					}
-					fmt.Fprintln(out, string(b))
-					continue
-				}
-				fmt.Fprintf(out, "%-7d ", h.Seq)
-				if err := printEntryTo(out, h.Entry); err != nil {
-					return err
-				}
-			}
-			return nil
+			return printHits(cmd.OutOrStdout(), hits, format, func(h auditindex.Hit) (string, *gateway.Entry) {
+				return fmt.Sprintf("%-7d ", h.Seq), h.Entry
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -155,7 +142,14 @@ func queryFleet(cmd *cobra.Command, g *cli.Globals, q auditindex.Query, format s
 		}
 		return fmt.Errorf("fleet database %s: %w", auditpg.Redact(cfg.Gateway.Audit.Postgres.DSN), err)
 	}
-	out := cmd.OutOrStdout()
+	return printHits(cmd.OutOrStdout(), hits, format, func(h auditpg.Hit) (string, *gateway.Entry) {
+		return fmt.Sprintf("%-7d %-20s ", h.N, h.Gateway), h.Entry
+	})
+}
+
+// printHits writes a query's hits: one JSON object per line, or each
+// entry's line after its position (line gives both).
+func printHits[H any](out io.Writer, hits []H, format string, line func(H) (string, *gateway.Entry)) error {
 	for _, h := range hits {
 		if format == "json" {
 			b, err := json.Marshal(h)
@@ -165,8 +159,9 @@ func queryFleet(cmd *cobra.Command, g *cli.Globals, q auditindex.Query, format s
 			fmt.Fprintln(out, string(b))
 			continue
 		}
-		fmt.Fprintf(out, "%-7d %-20s ", h.N, h.Gateway)
-		if err := printEntryTo(out, h.Entry); err != nil {
+		pos, e := line(h)
+		io.WriteString(out, pos)
+		if err := printEntryTo(out, e); err != nil {
 			return err
 		}
 	}
