@@ -138,3 +138,30 @@ func TestEnsureWaitsForTheExecutor(t *testing.T) {
 	}
 	c.Close()
 }
+
+// A running sandbox whose host directories were deleted and made again at
+// the same paths (a removed toolgate home, then a fresh start) cannot see
+// the new ones: Ensure makes it anew rather than re-attach it, and calls
+// work and land in the new workspace.
+func TestEnsureRecreatesWhenItsDirectoriesAreNew(t *testing.T) {
+	spec, sb := newAgent(t)
+	ctx := context.Background()
+	old, _ := sb.current()
+	if err := os.RemoveAll(filepath.Dir(spec.Workspace)); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := testMgr.Ensure(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := sb.current(); id == old {
+		t.Fatal("re-attached a container whose directories are gone")
+	}
+	r := mustRun(t, sb, "sh", "-c", "echo fresh > /workspace/f.txt && cat /workspace/f.txt")
+	if r.stdout != "fresh\n" {
+		t.Fatalf("a call in the new sandbox: %+v", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(spec.Workspace, "f.txt")); err != nil || string(b) != "fresh\n" {
+		t.Fatalf("the file in the new workspace: %q %v", b, err)
+	}
+}

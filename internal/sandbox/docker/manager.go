@@ -440,9 +440,28 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec, s
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: lb, Target: proto.LauncherPath, ReadOnly: true})
 	}
 	h := sha256.New()
-	_ = json.NewEncoder(h).Encode([]any{specVersion, img.ID, clientSum, launcherSum, cfg, hc})
+	_ = json.NewEncoder(h).Encode([]any{specVersion, img.ID, clientSum, launcherSum, cfg, hc, mountedDirs(hc.Mounts)})
 	cfg.Labels[LabelSpec] = hex.EncodeToString(h.Sum(nil))[:16]
 	return cfg, hc, nil
+}
+
+// mountedDirs names the directories a container binds by device and inode:
+// one deleted and made again at the same path (a removed home, a fresh
+// workspace) is a directory the running container cannot see — it keeps
+// the old, gone one — so the sandbox must be made anew, not re-attached.
+func mountedDirs(mounts []mount.Mount) []string {
+	var ids []string
+	for _, mt := range mounts {
+		var st syscall.Stat_t
+		if err := syscall.Stat(mt.Source, &st); err != nil {
+			ids = append(ids, mt.Target+" missing")
+			continue
+		}
+		if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			ids = append(ids, fmt.Sprintf("%s %d:%d", mt.Target, st.Dev, st.Ino))
+		}
+	}
+	return ids
 }
 
 // writeManagedSettings writes the managed settings every sandbox mounts
