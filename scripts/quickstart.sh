@@ -30,7 +30,8 @@ step toolgate sandbox image;   $tg sandbox image
 step toolgate serve;           $tg serve >"$TOOLGATE_HOME/serve.log" 2>&1 &
 serve=$!
 trap '[ "${1:-}" = --keep ] || kill $serve 2>/dev/null' EXIT
-for _ in $(seq 1 100); do [ -S "$TOOLGATE_HOME/admin.sock" ] && $tg agents >/dev/null 2>&1 && break; sleep 0.2; done
+# The admin API answers at once; the sandbox shows `starting` until it is up.
+for _ in $(seq 1 150); do $tg agents 2>/dev/null | grep -qw running && break; sleep 0.2; done
 $tg agents
 
 step "toolgate exec demo -- sh -c 'echo hi; exit 3'"
