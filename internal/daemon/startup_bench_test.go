@@ -159,6 +159,19 @@ func (f *fleet) waitReady() error {
 }
 
 // containers are the fleet's sandbox containers.
+// serveReady starts the gateway, waits until every agent runs, stops it
+// and says how long it took to be ready.
+func (f *fleet) serveReady() (time.Duration, error) {
+	t0 := time.Now()
+	if err := f.serve(); err != nil {
+		return 0, err
+	}
+	err := f.waitReady()
+	took := time.Since(t0)
+	f.stop()
+	return took, err
+}
+
 func (f *fleet) containers() []container.Summary {
 	res, err := f.cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
 		Filters: make(client.Filters).Add("label", docker.LabelInstance+"="+docker.InstanceID(f.home))})
@@ -235,13 +248,9 @@ func runArgv(c container.InspectResponse, name string) []string {
 //	go test ./internal/daemon -run '^$' -bench GoalStart30 -benchtime 3x
 func BenchmarkGoalStart30(b *testing.B) {
 	f := newFleet(b, 30)
-	if err := f.serve(); err != nil {
+	if _, err := f.serveReady(); err != nil {
 		b.Fatal(err)
 	}
-	if err := f.waitReady(); err != nil {
-		b.Fatal(err)
-	}
-	f.stop()
 	var argvs [][]string
 	for i, c := range f.containers() {
 		ins, err := f.cli.ContainerInspect(context.Background(), c.ID, client.ContainerInspectOptions{})
@@ -253,14 +262,7 @@ func BenchmarkGoalStart30(b *testing.B) {
 	b.Run("toolgate", func(b *testing.B) {
 		timing.RunTimed(b, func() (time.Duration, error) {
 			f.removeContainers()
-			t0 := time.Now()
-			if err := f.serve(); err != nil {
-				return 0, err
-			}
-			err := f.waitReady()
-			took := time.Since(t0)
-			f.stop()
-			return took, err
+			return f.serveReady()
 		})
 	})
 	f.removeContainers()
@@ -295,23 +297,12 @@ func BenchmarkGoalStart30(b *testing.B) {
 //	go test ./internal/daemon -run '^$' -bench GoalReattach30 -benchtime 5x
 func BenchmarkGoalReattach30(b *testing.B) {
 	f := newFleet(b, 30)
-	if err := f.serve(); err != nil {
+	if _, err := f.serveReady(); err != nil {
 		b.Fatal(err)
 	}
-	if err := f.waitReady(); err != nil {
-		b.Fatal(err)
-	}
-	f.stop()
 	b.Run("toolgate", func(b *testing.B) {
 		timing.RunTimed(b, func() (time.Duration, error) {
-			t0 := time.Now()
-			if err := f.serve(); err != nil {
-				return 0, err
-			}
-			err := f.waitReady()
-			took := time.Since(t0)
-			f.stop()
-			return took, err
+			return f.serveReady()
 		})
 	})
 	argv := []string{"inspect", "--format", "{{.State.Running}}"}
