@@ -417,7 +417,10 @@ func TestCancelKillsTree(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/stdin=%v", path.name, stdin), func(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel() // a failed subtest leaves no sleep to the next one
-				spec := gateway.ExecSpec{Argv: []string{"sh", "-c", "sleep 100 & sleep 100"}, CallID: "cancelme"}
+				// Its own call id: a record the previous subtest's call is
+				// still removing must not pass for this one's.
+				id := fmt.Sprintf("cancelme-%d-%v", p, stdin)
+				spec := gateway.ExecSpec{Argv: []string{"sh", "-c", "sleep 100 & sleep 100"}, CallID: id}
 				if stdin {
 					// Never read, never ended: the executor is blocked feeding it.
 					pr, pw := io.Pipe()
@@ -427,7 +430,7 @@ func TestCancelKillsTree(t *testing.T) {
 				}
 				done := make(chan execResult, 1)
 				go func() { done <- runVia(ctx, p, sb, spec) }()
-				waitForCall(t, sb, "cancelme")
+				waitForCall(t, sb, id)
 				cancel()
 				r := <-done
 				if !errors.Is(r.err, context.Canceled) {
