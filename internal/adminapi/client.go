@@ -75,11 +75,7 @@ func DialAddr(addr, tokenFile string) (*Client, error) {
 // Call runs a tool for an agent. With stdout/stderr set, output streams as
 // the tool produces it; otherwise the result carries it.
 func (c *Client) Call(ctx context.Context, agent, tool string, args any, stdout, stderr io.Writer) (*gateway.Result, error) {
-	body, err := json.Marshal(args)
-	if err != nil {
-		return nil, err
-	}
-	req, err := c.request(ctx, http.MethodPost, callPath(agent, tool), body)
+	req, err := c.callRequest(ctx, agent, tool, args)
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +83,15 @@ func (c *Client) Call(ctx context.Context, agent, tool string, args any, stdout,
 		req.Header.Set("Accept", wire.MediaNDJSON)
 	}
 	return c.result(req, stdout, stderr)
+}
+
+// callRequest is the request of a tool call with args as its JSON body.
+func (c *Client) callRequest(ctx context.Context, agent, tool string, args any) (*http.Request, error) {
+	body, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	return c.request(ctx, http.MethodPost, callPath(agent, tool), body)
 }
 
 // CallRaw runs a tool whose input is body, sent as bytes (size of them;
@@ -111,11 +116,7 @@ func (c *Client) CallRaw(ctx context.Context, agent, tool string, args any, body
 // CallRawOut runs a tool whose output is bytes (a read with encoding raw)
 // and copies them to w as they come; the outcome follows them.
 func (c *Client) CallRawOut(ctx context.Context, agent, tool string, args any, w io.Writer) (*gateway.Result, error) {
-	body, err := json.Marshal(args)
-	if err != nil {
-		return nil, err
-	}
-	req, err := c.request(ctx, http.MethodPost, callPath(agent, tool), body)
+	req, err := c.callRequest(ctx, agent, tool, args)
 	if err != nil {
 		return nil, err
 	}
