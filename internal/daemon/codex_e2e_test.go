@@ -123,10 +123,7 @@ func modelAgent(t *testing.T, name, api, key, url, extra string) *env {
 	image := testenv.AgentImage(t, "claude-code")
 	e := newEnv(t, name)
 	a := e.agents[0]
-	if err := os.WriteFile(filepath.Join(e.home, "secrets.yaml"),
-		[]byte(fmt.Sprintf("secrets:\n  %s_key: {value: %q, agents: [%q], tools: [%s]}\n", api, key, a, api)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	e.writeSecrets(fmt.Sprintf("secrets:\n  %s_key: {value: %q, agents: [%q], tools: [%s]}\n", api, key, a, api))
 	_, clientBin := testenv.Binaries(t)
 	cfg := fmt.Sprintf(`gateway:
   clientBinary: %s

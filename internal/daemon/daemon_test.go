@@ -124,6 +124,14 @@ func newHome(t testing.TB, extra envExtra, agents ...string) *env {
 	return e
 }
 
+// writeSecrets writes the gateway's host secrets file (secrets.yaml).
+func (e *env) writeSecrets(yaml string) {
+	e.t.Helper()
+	if err := os.WriteFile(filepath.Join(e.home, "secrets.yaml"), []byte(yaml), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func (e *env) writeConfig(extraRules string) {
 	_, clientBin := testenv.Binaries(e.t)
 	var b strings.Builder

@@ -24,10 +24,7 @@ func TestRunEnvAndSecretEnv(t *testing.T) {
 	e := newEnv(t, "runenv")
 	a := e.agents[0]
 	const secret = "sk-ant-live-4711-only-in-this-run"
-	if err := os.WriteFile(filepath.Join(e.home, "secrets.yaml"),
-		[]byte(fmt.Sprintf("secrets:\n  api: {value: %q, agents: [%q], tools: [exec]}\n  gitonly: {value: other-secret-value, agents: [%q], tools: [git]}\n", secret, a, a)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	e.writeSecrets(fmt.Sprintf("secrets:\n  api: {value: %q, agents: [%q], tools: [exec]}\n  gitonly: {value: other-secret-value, agents: [%q], tools: [git]}\n", secret, a, a))
 	if err := e.d.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}

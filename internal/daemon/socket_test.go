@@ -23,10 +23,7 @@ func TestPluginFromInsideTheSandbox(t *testing.T) {
 	e := newEnv(t, "sock")
 	a := e.agents[0]
 	const secret = "s3cr3t-Value-4711-never-in-the-sandbox"
-	if err := os.WriteFile(filepath.Join(e.home, "secrets.yaml"),
-		[]byte(fmt.Sprintf("secrets:\n  tok: {value: %q, agents: [%q], tools: [sum]}\n", secret, a)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	e.writeSecrets(fmt.Sprintf("secrets:\n  tok: {value: %q, agents: [%q], tools: [sum]}\n", secret, a))
 	_, clientBin := testenv.Binaries(t)
 	cfg := fmt.Sprintf(`gateway:
   clientBinary: %s
