@@ -144,7 +144,7 @@ func newAgent(t testing.TB, mutate ...func(*sandbox.AgentSpec)) (sandbox.AgentSp
 // waitExecutor waits until init has started the sandbox's executor.
 func waitExecutor(t testing.TB, sb *Sandbox) {
 	t.Helper()
-	_, spec := sb.current()
+	_, spec := sb.h.Current()
 	for range 1000 {
 		if c, err := hostexec.Dial(context.Background(), spec.ExecDir(), 1000); err == nil {
 			c.Close()

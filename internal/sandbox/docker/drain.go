@@ -85,7 +85,7 @@ func (m *Manager) Sync(ctx context.Context, spec sandbox.AgentSpec) (pending boo
 	if err := spec.Validate(); err != nil {
 		return false, err
 	}
-	b, lock := m.register(spec)
+	b, lock := m.agents.Register(spec)
 	// A sandbox not up yet is starting from here: a call that comes while
 	// another brings it up waits for that (Manager.Sandbox).
 	b.boot.begin()

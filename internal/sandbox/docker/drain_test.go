@@ -51,9 +51,8 @@ func drainManager(t *testing.T, spec sandbox.AgentSpec) (*Manager, *syncBuffer) 
 func waitRecreated(t *testing.T, m *Manager, agent, old string, within time.Duration) string {
 	t.Helper()
 	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		m.mu.Lock()
-		id := m.boxes[agent].ContainerID()
-		m.mu.Unlock()
+		b, _, _ := m.agents.Lookup(agent)
+		id := b.ContainerID()
 		if id != old {
 			return id
 		}

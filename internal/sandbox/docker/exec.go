@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
@@ -32,47 +31,15 @@ type Sandbox struct {
 	m     *Manager
 	agent string
 
-	calls calls // in flight; held back while the container is replaced
-	boot  boot  // whether the container is up; calls wait while it comes up
-
-	mu    sync.Mutex
-	id    string
-	spec  sandbox.AgentSpec
-	stale bool
+	calls calls                  // in flight; held back while the container is replaced
+	boot  boot                   // whether the container is up; calls wait while it comes up
+	h     sandbox.Handle[string] // the container's id
 }
 
 var _ gateway.Sandbox = (*Sandbox)(nil)
 
-func (s *Sandbox) set(id string, spec sandbox.AgentSpec) {
-	s.mu.Lock()
-	s.id, s.spec, s.stale = id, spec, false
-	s.mu.Unlock()
-}
-
-func (s *Sandbox) markStale() {
-	s.mu.Lock()
-	s.stale = true
-	s.mu.Unlock()
-}
-
-func (s *Sandbox) isStale() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stale
-}
-
 // ContainerID is the agent's current container.
-func (s *Sandbox) ContainerID() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.id
-}
-
-func (s *Sandbox) current() (string, sandbox.AgentSpec) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.id, s.spec
-}
+func (s *Sandbox) ContainerID() string { return s.h.Ref() }
 
 // Exec runs spec.Argv with the in-sandbox client's semantics: its own
 // process group, the timeout and the kill apply to the whole tree. It goes
@@ -104,7 +71,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec *gateway.ExecSpec) (*gateway.Ex
 
 // execExecutor is Exec on the warm executor.
 func (s *Sandbox) execExecutor(ctx context.Context, spec *gateway.ExecSpec, callID string) (*gateway.ExecOutcome, error) {
-	_, box := s.current()
+	_, box := s.h.Current()
 	req := &proto.ExecRequest{
 		Argv:   spec.Argv,
 		Cwd:    spec.Cwd,
@@ -119,7 +86,7 @@ func (s *Sandbox) execExecutor(ctx context.Context, spec *gateway.ExecSpec, call
 
 // execEngine is Exec through an Engine exec of `toolgate-client run`.
 func (s *Sandbox) execEngine(ctx context.Context, spec *gateway.ExecSpec, callID string) (*gateway.ExecOutcome, error) {
-	_, box := s.current()
+	_, box := s.h.Current()
 	opts := client.ExecCreateOptions{
 		Cmd:          sandbox.RunArgv(callID, spec.Timeout, spec.Argv),
 		Env:          append(slices.Clip(spec.Env), box.CallEnv(callID, spec.Session)...),
@@ -190,7 +157,7 @@ func (s *Sandbox) finish(ctx context.Context, execID string, copyErr error, time
 	if copyErr != nil || err != nil || res.Running || res.ExitCode >= 128 || res.ExitCode < 0 {
 		stopped, eerr := s.stopping(ctx)
 		if stopped {
-			s.markStale()
+			s.h.MarkStale()
 			return nil, fmt.Errorf("sandbox container for agent %s stopped during the call: %w", s.agent, errStopped)
 		}
 		if eerr != nil {
@@ -236,7 +203,7 @@ func (s *Sandbox) revive(ctx context.Context) bool {
 	if running, err := s.running(ctx); ctx.Err() != nil || running || err != nil {
 		return false
 	}
-	_, spec := s.current()
+	_, spec := s.h.Current()
 	if cur, ok := s.m.spec(s.agent); ok {
 		spec = cur // a reload may have changed it
 	}

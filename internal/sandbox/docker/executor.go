@@ -21,7 +21,7 @@ var errNoExecutor = hostexec.ErrNoExecutor
 // mean nothing ran. timeout is the call's own (the executor enforces it);
 // the host closes the connection killGrace later if it has not ended.
 func (s *Sandbox) viaExecutor(ctx context.Context, req *proto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer, timeout time.Duration) (*gateway.ExecOutcome, error) {
-	_, spec := s.current()
+	_, spec := s.h.Current()
 	uid, _, _ := sandbox.ParseUser(spec.UserOrDefault())
 	out, err := hostexec.Run(ctx, spec.ExecDir(), uid, req, stdin, stdout, stderr, timeout)
 	if err == nil || errors.Is(err, errNoExecutor) {
@@ -46,7 +46,7 @@ func (s *Sandbox) viaExecutor(ctx context.Context, req *proto.ExecRequest, stdin
 	}
 	stopped, eerr := s.stopping(ctx)
 	if stopped {
-		s.markStale()
+		s.h.MarkStale()
 		return nil, fmt.Errorf("sandbox container for agent %s stopped during the call: %w", s.agent, errStopped)
 	}
 	if eerr != nil {

@@ -146,7 +146,7 @@ func TestEnsureWaitsForTheExecutor(t *testing.T) {
 func TestEnsureRecreatesWhenItsDirectoriesAreNew(t *testing.T) {
 	spec, sb := newAgent(t)
 	ctx := context.Background()
-	old, _ := sb.current()
+	old, _ := sb.h.Current()
 	if err := os.RemoveAll(filepath.Dir(spec.Workspace)); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestEnsureRecreatesWhenItsDirectoriesAreNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id, _ := sb.current(); id == old {
+	if id, _ := sb.h.Current(); id == old {
 		t.Fatal("re-attached a container whose directories are gone")
 	}
 	r := mustRun(t, sb, "sh", "-c", "echo fresh > /workspace/f.txt && cat /workspace/f.txt")

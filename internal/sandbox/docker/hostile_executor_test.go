@@ -51,7 +51,7 @@ func fakeExecutor(t *testing.T, answer func(w io.Writer)) *Sandbox {
 		}
 	}()
 	sb := &Sandbox{m: &Manager{log: slog.New(slog.DiscardHandler)}, agent: "a"}
-	sb.set("", spec)
+	sb.h.Set("", spec)
 	return sb
 }
 

@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"sync"
 	"syscall"
 	"time"
@@ -81,11 +80,10 @@ type Manager struct {
 	instance string
 	log      *slog.Logger
 
-	mu    sync.Mutex
-	specs map[string]sandbox.AgentSpec
-	boxes map[string]*Sandbox
-	locks map[string]*sync.Mutex // one Ensure at a time per agent
-	sums  fileSums               // of the binaries every sandbox mounts
+	agents *sandbox.Registry[Sandbox]
+	sums   fileSums // of the binaries every sandbox mounts
+
+	mu sync.Mutex
 	// started is when each running container started, as its inspect
 	// said once: Status lists every container in one request and asks
 	// only about the ones it has not seen yet.
@@ -119,15 +117,14 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 		cli.Close()
 		return nil, fmt.Errorf("cannot reach the Docker Engine at %s: %v — is dockerd running?", host, err)
 	}
-	return &Manager{
+	m := &Manager{
 		cli:      cli,
 		instance: opts.Instance,
 		log:      opts.Logger,
-		specs:    map[string]sandbox.AgentSpec{},
-		boxes:    map[string]*Sandbox{},
-		locks:    map[string]*sync.Mutex{},
 		started:  map[string]time.Time{},
-	}, nil
+	}
+	m.agents = sandbox.NewRegistry(func(agent string) *Sandbox { return &Sandbox{m: m, agent: agent} })
+	return m, nil
 }
 
 // Close releases the Engine connection; containers keep running.
@@ -154,40 +151,24 @@ func (m *Manager) Client() *client.Client { return m.cli }
 // sandbox is starting (not yet verified) until Up, Sync or its first call
 // brings it up.
 func (m *Manager) SetSpecs(specs []sandbox.AgentSpec) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	next := make(map[string]sandbox.AgentSpec, len(specs))
-	var errs []error
-	for _, s := range specs {
-		next[s.Agent] = s
-		b := m.boxes[s.Agent]
-		if b == nil {
-			b = &Sandbox{m: m, agent: s.Agent}
-			m.boxes[s.Agent] = b
-		}
+	return m.agents.Configure(specs, func(b *Sandbox, s sandbox.AgentSpec, changed bool) error {
 		if err := s.Validate(); err != nil {
 			// Nothing can bring it up, and nothing is written for it (a
 			// relative path would land in the gateway's directory).
 			b.boot.end(notStarted(s.Agent, err))
-			continue
+			return nil
+		}
+		if changed {
+			b.h.MarkStale()
 		}
 		if err := sandbox.WriteLaunchers(s.ToolsBinDir(), s.Tools, s.LauncherTarget()); err != nil {
-			errs = append(errs, fmt.Errorf("agent %s: %w", s.Agent, err))
+			return fmt.Errorf("agent %s: %w", s.Agent, err)
 		}
-		if old, ok := m.specs[s.Agent]; ok && !old.SameSandbox(s) {
-			b.markStale()
-		}
-	}
-	m.specs = next
-	return errors.Join(errs...)
+		return nil
+	})
 }
 
-func (m *Manager) spec(agent string) (sandbox.AgentSpec, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	s, ok := m.specs[agent]
-	return s, ok
-}
+func (m *Manager) spec(agent string) (sandbox.AgentSpec, bool) { return m.agents.Spec(agent) }
 
 // Sandbox returns the agent's sandbox, creating, starting or recreating its
 // container when it is missing, stopped or out of date. While the sandbox
@@ -196,15 +177,12 @@ func (m *Manager) spec(agent string) (sandbox.AgentSpec, bool) {
 // wrapping gateway.ErrSandboxUnavailable, is the call's error. Only a
 // container verified as the agent's (name, instance, spec) is returned.
 func (m *Manager) Sandbox(ctx context.Context, agent string) (gateway.Sandbox, error) {
-	m.mu.Lock()
-	b := m.boxes[agent]
-	spec, ok := m.specs[agent]
-	m.mu.Unlock()
+	b, spec, ok := m.agents.Lookup(agent)
 	if b != nil {
 		if err := b.boot.wait(ctx, agent); err != nil {
 			return nil, err
 		}
-		if st, _ := b.boot.state(); st == "" && !b.isStale() {
+		if st, _ := b.boot.state(); st == "" && !b.h.Stale() {
 			return b, nil
 		}
 	}
@@ -219,9 +197,7 @@ func (m *Manager) Sandbox(ctx context.Context, agent string) (gateway.Sandbox, e
 		}
 		return nil, err
 	}
-	m.mu.Lock()
-	b = m.boxes[agent]
-	m.mu.Unlock()
+	b, _, _ = m.agents.Lookup(agent)
 	// Another call's attempt may be under way.
 	if err := b.boot.wait(ctx, agent); err != nil {
 		return nil, err
@@ -239,29 +215,11 @@ func (m *Manager) Ensure(ctx context.Context, spec sandbox.AgentSpec) (*Sandbox,
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	b, lock := m.register(spec)
+	b, lock := m.agents.Register(spec)
 	if err := m.ensureBox(ctx, b, lock, spec); err != nil {
 		return nil, err
 	}
 	return b, nil
-}
-
-// register installs spec and returns the agent's handle and its lock.
-func (m *Manager) register(spec sandbox.AgentSpec) (*Sandbox, *sync.Mutex) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.specs[spec.Agent] = spec
-	lock := m.locks[spec.Agent]
-	if lock == nil {
-		lock = &sync.Mutex{}
-		m.locks[spec.Agent] = lock
-	}
-	b := m.boxes[spec.Agent]
-	if b == nil {
-		b = &Sandbox{m: m, agent: spec.Agent}
-		m.boxes[spec.Agent] = b
-	}
-	return b, lock
 }
 
 func (m *Manager) ensureBox(ctx context.Context, b *Sandbox, lock *sync.Mutex, spec sandbox.AgentSpec) error {
@@ -284,7 +242,7 @@ func (m *Manager) ensureLocked(ctx context.Context, b *Sandbox, spec sandbox.Age
 		}
 		return err
 	}
-	b.set(id, spec)
+	b.h.Set(id, spec)
 	b.boot.end(nil)
 	return nil
 }
@@ -557,45 +515,32 @@ func (m *Manager) findByName(ctx context.Context, name string) (*container.Summa
 // answers for every container; a running one is inspected (since when)
 // the first time it is seen.
 func (m *Manager) Status(ctx context.Context) ([]sandbox.Status, error) {
-	m.mu.Lock()
-	agents := make([]string, 0, len(m.specs))
-	boots := make(map[string]*boot, len(m.specs))
-	for a := range m.specs {
-		agents = append(agents, a)
-		if b := m.boxes[a]; b != nil {
-			boots[a] = &b.boot
-		}
-	}
-	m.mu.Unlock()
-	sort.Strings(agents)
 	var cs map[string]*container.Summary
-	out := make([]sandbox.Status, 0, len(agents))
-	for _, a := range agents {
+	out, err := m.agents.Status(func(a string, b *Sandbox) (sandbox.Status, error) {
 		st := sandbox.Status{Agent: a}
-		if b := boots[a]; b != nil {
-			var err error
-			if st.State, err = b.state(); err != nil {
-				st.Error = err.Error()
-			}
-			if st.State != "" {
-				out = append(out, st)
-				continue
-			}
+		var err error
+		if st.State, err = b.boot.state(); err != nil {
+			st.Error = err.Error()
+		}
+		if st.State != "" {
+			return st, nil
 		}
 		if cs == nil {
-			var err error
 			if cs, err = m.containers(ctx); err != nil {
-				return nil, err
+				return st, err
 			}
 		}
-		st.State = "missing"
+		st.State = sandbox.StateMissing
 		if c := cs[m.ContainerName(a)]; c != nil && m.owns(c) {
 			st.ContainerID, st.Image, st.State = c.ID, c.Image, string(c.State)
 			if c.State == container.StateRunning {
 				st.StartedAt = m.startedAt(ctx, c.ID)
 			}
 		}
-		out = append(out, st)
+		return st, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if cs != nil {
 		m.mu.Lock()
@@ -635,11 +580,9 @@ func (m *Manager) Remove(ctx context.Context, agent string) error {
 	if err != nil || c == nil || !m.owns(c) {
 		return err
 	}
-	m.mu.Lock()
-	if b := m.boxes[agent]; b != nil {
-		b.markStale()
+	if b, _, _ := m.agents.Lookup(agent); b != nil {
+		b.h.MarkStale()
 	}
-	m.mu.Unlock()
 	_, err = m.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
 	return err
 }

@@ -141,11 +141,11 @@ func (m *Manager) Up(ctx context.Context, specs []sandbox.AgentSpec) (done <-cha
 	var jobs []job
 	for _, s := range specs {
 		if err := s.Validate(); err != nil {
-			b, _ := m.register(s)
+			b, _ := m.agents.Register(s)
 			b.boot.end(notStarted(s.Agent, err))
 			continue
 		}
-		b, lock := m.register(s)
+		b, lock := m.agents.Register(s)
 		b.boot.begin()
 		jobs = append(jobs, job{b, lock, s})
 	}

@@ -65,7 +65,7 @@ func TestUpCallWaitsForStartingSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Holding the agent's lock keeps its bring-up from finishing.
-	_, lock := m.register(spec)
+	_, lock := m.agents.Register(spec)
 	lock.Lock()
 	done := m.Up(context.Background(), []sandbox.AgentSpec{spec})
 	if st := statusOf(t, m, spec.Agent); st.State != StateStarting || st.ContainerID != "" {

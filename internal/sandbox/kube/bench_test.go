@@ -69,9 +69,6 @@ func BenchmarkColdStart(b *testing.B) {
 		if err := m.Remove(ctx, spec.Agent); err != nil {
 			b.Fatal(err)
 		}
-		m.mu.Lock()
-		delete(m.boxes, spec.Agent)
-		m.mu.Unlock()
 		b.StartTimer()
 		sb, err := m.Ensure(ctx, spec)
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,51 +32,28 @@ var ErrPodGone = errors.New("sandbox pod went away during the call")
 type Sandbox struct {
 	m     *Manager
 	agent string
+	h     sandbox.Handle[podRef]
+}
 
-	mu    sync.Mutex
-	pod   string
-	uid   types.UID
-	spec  sandbox.AgentSpec
-	stale bool
+// podRef names a pod: its name, and its UID, which a recreated pod of the
+// same name does not share.
+type podRef struct {
+	name string
+	uid  types.UID
 }
 
 var _ gateway.Sandbox = (*Sandbox)(nil)
 
-func (s *Sandbox) set(pod string, uid types.UID, spec sandbox.AgentSpec) {
-	s.mu.Lock()
-	s.pod, s.uid, s.spec, s.stale = pod, uid, spec, false
-	s.mu.Unlock()
-}
-
-func (s *Sandbox) markStale() {
-	s.mu.Lock()
-	s.stale = true
-	s.mu.Unlock()
-}
-
-func (s *Sandbox) isStale() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stale
-}
-
-func (s *Sandbox) podUID() types.UID {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.uid
-}
-
 // Pod is the agent's current pod: its name and UID.
 func (s *Sandbox) Pod() (string, types.UID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.pod, s.uid
+	r := s.h.Ref()
+	return r.name, r.uid
 }
 
+// current is the agent's current pod and the spec it was made from.
 func (s *Sandbox) current() (string, types.UID, sandbox.AgentSpec) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.pod, s.uid, s.spec
+	r, spec := s.h.Current()
+	return r.name, r.uid, spec
 }
 
 // Exec runs spec.Argv with the in-sandbox client's semantics (its own
@@ -124,7 +100,7 @@ func (s *Sandbox) ExecThroughAPI(ctx context.Context, spec *gateway.ExecSpec) (*
 
 // revive recreates the pod of a sandbox marked stale.
 func (s *Sandbox) revive(ctx context.Context) error {
-	if !s.isStale() {
+	if !s.h.Stale() {
 		return nil
 	}
 	_, _, spec := s.current()
@@ -174,7 +150,7 @@ func (s *Sandbox) gone(ctx context.Context) error {
 	if !gone {
 		return nil
 	}
-	s.markStale()
+	s.h.MarkStale()
 	return fmt.Errorf("sandbox pod of agent %s %s: %w", s.agent, why, ErrPodGone)
 }
 

@@ -13,10 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -94,11 +92,10 @@ type Manager struct {
 	onPod      func(sandbox.AgentSpec, string) error
 	log        *slog.Logger
 
+	agents *sandbox.Registry[Sandbox]
+
 	mu     sync.Mutex
 	policy bool // the NetworkPolicy is known to exist
-	specs  map[string]sandbox.AgentSpec
-	boxes  map[string]*Sandbox
-	locks  map[string]*sync.Mutex // one Ensure at a time per agent
 }
 
 var _ gateway.Sandboxes = (*Manager)(nil)
@@ -132,8 +129,12 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 		cs: cs, cfg: opts.Config, ns: opts.Namespace, instance: opts.Instance, node: opts.Node,
 		kubeletDir: cmpOr(opts.KubeletDir, DefaultKubeletDir), links: cmpOr(opts.SocketLinks, DefaultSocketLinks), class: opts.StorageClass, size: size,
 		pull: cmpOr(opts.PullPolicy, corev1.PullIfNotPresent), startWait: opts.StartTimeout, onPod: opts.OnPod, log: opts.Logger,
-		specs: map[string]sandbox.AgentSpec{}, boxes: map[string]*Sandbox{}, locks: map[string]*sync.Mutex{},
 	}
+	m.agents = sandbox.NewRegistry(func(agent string) *Sandbox {
+		b := &Sandbox{m: m, agent: agent}
+		b.h.MarkStale() // no pod until Ensure sets one
+		return b
+	})
 	if m.startWait <= 0 {
 		m.startWait = 2 * time.Minute
 	}
@@ -164,32 +165,23 @@ func (m *Manager) ClaimName(agent string) string { return objectName(m.instance,
 // recreated on its next use, so calls in flight finish in the pod they
 // started in; launchers follow the tools at once.
 func (m *Manager) SetSpecs(specs []sandbox.AgentSpec) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	next := make(map[string]sandbox.AgentSpec, len(specs))
-	var errs []error
-	for _, s := range specs {
-		next[s.Agent] = s
-		if b := m.boxes[s.Agent]; b != nil {
-			if old, ok := m.specs[s.Agent]; ok && !old.SameSandbox(s) {
-				b.markStale()
-			} else if uid := b.podUID(); uid != "" {
-				errs = append(errs, m.writeLaunchers(uid, s))
-			}
+	return m.agents.Configure(specs, func(b *Sandbox, s sandbox.AgentSpec, changed bool) error {
+		if changed {
+			b.h.MarkStale()
+			return nil
 		}
-	}
-	m.specs = next
-	return errors.Join(errs...)
+		if _, uid := b.Pod(); uid != "" {
+			return m.writeLaunchers(uid, s)
+		}
+		return nil
+	})
 }
 
 // Sandbox returns the agent's sandbox, creating, adopting or recreating its
 // pod when it is missing, failed or out of date.
 func (m *Manager) Sandbox(ctx context.Context, agent string) (gateway.Sandbox, error) {
-	m.mu.Lock()
-	b := m.boxes[agent]
-	spec, ok := m.specs[agent]
-	m.mu.Unlock()
-	if b != nil && !b.isStale() {
+	b, spec, ok := m.agents.Lookup(agent)
+	if b != nil && !b.h.Stale() {
 		return b, nil
 	}
 	if !ok {
@@ -205,34 +197,21 @@ func (m *Manager) Ensure(ctx context.Context, spec sandbox.AgentSpec) (*Sandbox,
 	if spec.Agent == "" || spec.Image == "" {
 		return nil, fmt.Errorf("sandbox spec for agent %q: agent and image are required", spec.Agent)
 	}
-	m.mu.Lock()
-	m.specs[spec.Agent] = spec
-	lock := m.locks[spec.Agent]
-	if lock == nil {
-		lock = &sync.Mutex{}
-		m.locks[spec.Agent] = lock
-	}
-	b := m.boxes[spec.Agent]
-	if b == nil {
-		b = &Sandbox{m: m, agent: spec.Agent, stale: true} // no pod until set
-		m.boxes[spec.Agent] = b
-	}
-	m.mu.Unlock()
-
+	b, lock := m.agents.Register(spec)
 	lock.Lock()
 	defer lock.Unlock()
 	pod, err := m.ensure(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox for agent %q: %w", spec.Agent, err)
 	}
-	b.set(pod.Name, pod.UID, spec)
+	b.h.Set(podRef{pod.Name, pod.UID}, spec)
 	if m.onPod != nil {
 		p, err := m.SocketPath(b)
 		if err == nil {
 			err = m.onPod(spec, p)
 		}
 		if err != nil {
-			b.markStale()
+			b.h.MarkStale()
 			return nil, fmt.Errorf("sandbox for agent %q: its socket: %w", spec.Agent, err)
 		}
 	}
@@ -243,14 +222,11 @@ func (m *Manager) Ensure(ctx context.Context, spec sandbox.AgentSpec) (*Sandbox,
 // while it exists is left for its next call to recreate (pending), so calls
 // in flight finish in the pod they started in.
 func (m *Manager) Sync(ctx context.Context, spec sandbox.AgentSpec) (pending bool, err error) {
-	m.mu.Lock()
-	b := m.boxes[spec.Agent]
-	m.mu.Unlock()
-	if b != nil && b.isStale() && b.podUID() != "" {
-		m.mu.Lock()
-		m.specs[spec.Agent] = spec
-		m.mu.Unlock()
-		return true, nil
+	if b, _, _ := m.agents.Lookup(spec.Agent); b != nil && b.h.Stale() {
+		if _, uid := b.Pod(); uid != "" {
+			m.agents.Register(spec)
+			return true, nil
+		}
 	}
 	_, err = m.Ensure(ctx, spec)
 	return false, err
@@ -447,12 +423,7 @@ func (m *Manager) owns(labels map[string]string) bool {
 	return labels[LabelManaged] == "true" && labels[LabelInstance] == m.instance
 }
 
-func (m *Manager) spec(agent string) (sandbox.AgentSpec, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	s, ok := m.specs[agent]
-	return s, ok
-}
+func (m *Manager) spec(agent string) (sandbox.AgentSpec, bool) { return m.agents.Spec(agent) }
 
 // VolumeDir is where volume vol (an emptyDir) of pod uid is on this node.
 func (m *Manager) VolumeDir(uid types.UID, vol string) string {
@@ -508,18 +479,9 @@ func (m *Manager) writeLaunchers(uid types.UID, spec sandbox.AgentSpec) error {
 
 // Status reports each configured agent's sandbox pod.
 func (m *Manager) Status(ctx context.Context) ([]sandbox.Status, error) {
-	m.mu.Lock()
-	agents := slices.Sorted(maps.Keys(m.specs))
-	m.mu.Unlock()
-	out := make([]sandbox.Status, 0, len(agents))
-	for _, a := range agents {
-		st, err := m.PodStatus(ctx, a)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, st)
-	}
-	return out, nil
+	return m.agents.Status(func(agent string, _ *Sandbox) (sandbox.Status, error) {
+		return m.PodStatus(ctx, agent)
+	})
 }
 
 // PodStatus reports the agent's sandbox pod: its UID as the container,
@@ -554,10 +516,8 @@ func (m *Manager) Remove(ctx context.Context, agent string) error {
 	if !m.owns(pod.Labels) {
 		return nil
 	}
-	m.mu.Lock()
-	if b := m.boxes[agent]; b != nil {
-		b.markStale()
+	if b, _, _ := m.agents.Lookup(agent); b != nil {
+		b.h.MarkStale()
 	}
-	m.mu.Unlock()
 	return m.deletePod(ctx, pod)
 }
