@@ -22,7 +22,7 @@ import (
 // sandbox sees them, with its permissions, and no shell is involved.
 func init() {
 	commands["get"] = command{"get PATH [LIMIT]: a header line {size,mode}, then at most LIMIT bytes of the file", cmdGet}
-	commands["put"] = command{"put PATH SIZE SHA256: replace PATH atomically with stdin, which must be SIZE bytes with that digest (parents created, an existing file's mode kept)", cmdPut}
+	commands["put"] = command{"put PATH SIZE SHA256|-: replace PATH atomically with stdin, which must be SIZE bytes with that digest, or with -, SIZE bytes and then the line sha256:HEX of their digest (parents created, an existing file's mode kept)", cmdPut}
 }
 
 func cmdGet(args []string, stderr io.Writer) int {
@@ -110,18 +110,20 @@ func spliceTo(w, f *os.File, limit int64) (handled bool, err error) {
 
 func cmdPut(args []string, stderr io.Writer) int {
 	if len(args) != 3 {
-		fmt.Fprintln(stderr, "usage: toolgate-client put PATH SIZE SHA256 < CONTENT")
-		return 2
+		fmt.Fprintln(stderr, "usage: toolgate-client put PATH SIZE SHA256|- < CONTENT")
+		return proto.ExitUsage
 	}
 	size, err := strconv.ParseInt(args[1], 10, 64)
 	if err != nil || size < 0 {
 		fmt.Fprintf(stderr, "put: bad size %q\n", args[1])
-		return 2
+		return proto.ExitUsage
 	}
-	sum, err := hex.DecodeString(args[2])
-	if err != nil || len(sum) != sha256.Size {
-		fmt.Fprintf(stderr, "put: bad sha256 %q\n", args[2])
-		return 2
+	var sum []byte // nil: the digest follows the content (proto.PutDigestAfter)
+	if args[2] != proto.PutDigestAfter {
+		if sum, err = hex.DecodeString(args[2]); err != nil || len(sum) != sha256.Size {
+			fmt.Fprintf(stderr, "put: bad sha256 %q\n", args[2])
+			return proto.ExitUsage
+		}
 	}
 	if err := put(args[0], os.Stdin, size, sum); err != nil {
 		fmt.Fprintln(stderr, err)
@@ -132,8 +134,11 @@ func cmdPut(args []string, stderr io.Writer) int {
 
 // put writes r to a temporary file beside path, syncs it and renames it
 // over path, so a reader sees the old file or the new one, never a part.
-// The content must be exactly size bytes with SHA-256 sum: input that ends
-// early (the gateway went away mid-write) is not taken for the whole file.
+// The content must be exactly size bytes with SHA-256 sum, or, with sum
+// nil, size bytes followed by the digest trailer (proto.DigestTrailer) of
+// those bytes: input that ends early (the gateway went away mid-write, or
+// refused what it was sent and ended the stream) is not taken for the
+// whole file.
 func put(path string, r io.Reader, size int64, sum []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -152,16 +157,9 @@ func put(path string, r io.Reader, size int64, sum []byte) error {
 	if err != nil {
 		return err
 	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, size+1))
-	switch {
-	case err != nil:
-	case n < size:
-		err = fmt.Errorf("%s: not written: input ended after %d of %d bytes", path, n, size)
-	case n > size:
-		err = fmt.Errorf("%s: not written: more input than the %d bytes announced", path, size)
-	case !bytes.Equal(h.Sum(nil), sum):
-		err = fmt.Errorf("%s: not written: content does not match its sha256", path)
+	err = writeContent(tmp, r, size, sum)
+	if err != nil {
+		err = fmt.Errorf("%s: not written: %w", path, err)
 	}
 	if err == nil {
 		err = tmp.Chmod(mode)
@@ -181,3 +179,77 @@ func put(path string, r io.Reader, size int64, sum []byte) error {
 	}
 	return nil
 }
+
+// putChunk is the most put reads and writes at once, and syncBehind how
+// much it writes before it asks the kernel to start writing it to disk:
+// the final fsync then waits for little more than the last piece.
+const (
+	putChunk   = 1 << 20
+	syncBehind = 8 << 20
+)
+
+// writeContent copies size bytes of r to f while another core hashes them
+// (proto.HashBehind), then checks that the input ends there (sum given) or
+// with the digest trailer (sum nil), and that the digest is the bytes'.
+func writeContent(f *os.File, r io.Reader, size int64, sum []byte) error {
+	hb := proto.NewHashBehind(4, putChunk)
+	n, err := copyHashed(f, r, size, hb)
+	got := hb.Sum()
+	switch {
+	case err != nil:
+		return err
+	case n < size:
+		return fmt.Errorf("input ended after %d of %d bytes", n, size)
+	}
+	if sum == nil {
+		rest, err := io.ReadAll(io.LimitReader(r, int64(proto.DigestTrailerLen)+1))
+		if err != nil {
+			return err
+		}
+		trailer, err := proto.ParseDigestTrailer(rest)
+		if err != nil {
+			return fmt.Errorf("after the %d bytes announced: %w", size, err)
+		}
+		sum = trailer[:]
+	} else if m, _ := io.ReadFull(r, make([]byte, 1)); m > 0 {
+		return fmt.Errorf("more input than the %d bytes announced", size)
+	}
+	if !bytes.Equal(got[:], sum) {
+		return errors.New("content does not match its sha256")
+	}
+	return nil
+}
+
+// copyHashed copies up to size bytes of r to f through hb's buffers, hashing
+// each behind the write, and starts the disk writes behind the copy
+// (sync_file_range, where the filesystem has it; fsync still decides).
+func copyHashed(f *os.File, r io.Reader, size int64, hb *proto.HashBehind) (int64, error) {
+	var n, synced int64
+	fd, syncing := int(f.Fd()), true
+	for n < size {
+		b := hb.Buffer()
+		m, err := io.ReadFull(r, b[:min(int64(len(b)), size-n)])
+		if m > 0 {
+			hb.Add(b[:m])
+			if _, werr := f.Write(b[:m]); werr != nil {
+				return n, werr
+			}
+			n += int64(m)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		if syncing && n-synced >= syncBehind {
+			syncing = syscall.SyncFileRange(fd, synced, n-synced, syncFileRangeWrite) == nil
+			synced = n
+		}
+	}
+	return n, nil
+}
+
+// syncFileRangeWrite is SYNC_FILE_RANGE_WRITE: start writing the range out,
+// without waiting for it.
+const syncFileRangeWrite = 2

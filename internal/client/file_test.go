@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -93,6 +94,79 @@ func TestPutOnlyCompleteContent(t *testing.T) {
 		}
 		if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 			t.Errorf("%s: a temporary file was left behind: %v", tc.name, entries)
+		}
+	}
+}
+
+// TestPutDigestAfter: with the digest after the content (put PATH SIZE -,
+// as the gateway streams a write it hashes on the way), the file is
+// replaced only by exactly SIZE bytes followed by one trailer whose digest
+// is theirs. A stream cut in the content or in the trailer, a gateway that
+// ended it without a trailer (it refused the body), a trailer with another
+// digest or anything after it leaves the old file and no temporary file.
+func TestPutDigestAfter(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f.bin")
+	if err := putAll(p, "the old content"); err != nil {
+		t.Fatal(err)
+	}
+	// Over several of put's pieces and a sync_file_range step.
+	want := make([]byte, syncBehind+3*putChunk+5)
+	for i := range want {
+		want[i] = byte(i * 13)
+	}
+	trailer := proto.DigestTrailer(sha256.Sum256(want))
+	other := proto.DigestTrailer(sha256.Sum256(want[1:]))
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	for _, tc := range []struct {
+		name  string
+		input []byte
+		err   string
+	}{
+		{"cut in the content", want[:putChunk+7], fmt.Sprintf("input ended after %d of %d bytes", putChunk+7, len(want))},
+		{"no trailer", want, "digest trailer is missing"},
+		{"cut trailer", cat(want, trailer[:20]), "digest trailer is missing"},
+		{"trailer without its newline", cat(want, trailer[:len(trailer)-1]), "digest trailer is missing"},
+		{"other digest", cat(want, other), "does not match its sha256"},
+		{"content longer than announced", cat(want, []byte("x"), trailer), "digest trailer is missing"},
+		{"more after the trailer", cat(want, trailer, []byte("x")), "digest trailer is missing"},
+		{"upper-case digest", cat(want, bytes.ToUpper(trailer)), "digest trailer is missing"},
+	} {
+		err := put(p, bytes.NewReader(tc.input), int64(len(want)), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+		}
+		if b, _ := os.ReadFile(p); string(b) != "the old content" {
+			t.Errorf("%s: the target became %d bytes", tc.name, len(b))
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+			t.Errorf("%s: a temporary file was left behind: %v", tc.name, entries)
+		}
+	}
+	if err := put(p, bytes.NewReader(cat(want, trailer)), int64(len(want)), nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, want) {
+		t.Fatalf("a whole put wrote %d bytes", len(b))
+	}
+	empty := proto.DigestTrailer(sha256.Sum256(nil))
+	if err := put(p, bytes.NewReader(empty), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(p); err != nil || st.Size() != 0 {
+		t.Fatalf("an empty put: %v, %v", st, err)
+	}
+}
+
+// An old gateway's put (digest in argv) and a new one's (digest after) run
+// as the commands they are; a put refused for its arguments exits with
+// proto.ExitUsage before it reads stdin, as an older client answers "-".
+func TestCmdPutForms(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	var stderr strings.Builder
+	for _, args := range [][]string{{p, "3"}, {p, "x", proto.PutDigestAfter}, {p, "3", "abcd"}, {p, "-1", proto.PutDigestAfter}} {
+		if code := cmdPut(args, &stderr); code != proto.ExitUsage {
+			t.Errorf("put %q: exit %d, want %d", args, code, proto.ExitUsage)
 		}
 	}
 }
