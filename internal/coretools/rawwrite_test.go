@@ -30,10 +30,18 @@ func TestWriteRawBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out := res.Output.(*WriteOutput); out.Bytes != int64(len(content)) || h.get("/workspace/raw.bin") != content {
+	sum := sha256.Sum256([]byte(content))
+	if out := res.Output.(*WriteOutput); out.Bytes != int64(len(content)) || out.SHA256 != hex.EncodeToString(sum[:]) || h.get("/workspace/raw.bin") != content {
 		t.Fatalf("wrote %+v, file %q", out, h.get("/workspace/raw.bin"))
 	}
-	sum := sha256.Sum256([]byte(content))
+	// The size alone suffices; the digest is the gateway's.
+	res, err = h.call("write", `{"path":"raw2.bin","size":13}`, &gateway.Streams{Stdin: strings.NewReader(content)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := res.Output.(*WriteOutput); out.SHA256 != hex.EncodeToString(sum[:]) || h.get("/workspace/raw2.bin") != content {
+		t.Fatalf("size alone: wrote %+v, file %q", out, h.get("/workspace/raw2.bin"))
+	}
 	for _, tc := range []struct{ name, args, body, err string }{
 		{"short body", rawArgs("raw.bin", len(content), content), content[:3], "not the stated 13 bytes"},
 		{"long body", rawArgs("raw.bin", len(content), content), content + "x", "not the stated 13 bytes"},
@@ -41,8 +49,9 @@ func TestWriteRawBody(t *testing.T) {
 		{"no body", rawArgs("raw.bin", len(content), content), "-", "this call has none"},
 		{"over the limit", rawArgs("raw.bin", 65, content), content, "over the write limit of 64 bytes (limits.maxWrite)"},
 		{"negative size", `{"path":"raw.bin","size":-1,"sha256":"` + hex.EncodeToString(sum[:]) + `"}`, content, "size is a byte count"},
-		{"size alone", `{"path":"raw.bin","size":3}`, "abc", "size and sha256 go together"},
-		{"sha alone", `{"path":"raw.bin","sha256":"` + hex.EncodeToString(sum[:]) + `"}`, "abc", "size and sha256 go together"},
+		{"short body, no digest stated", `{"path":"raw.bin","size":13}`, content[:3], "not the stated 13 bytes"},
+		{"long body, no digest stated", `{"path":"raw.bin","size":13}`, content + "x", "not the stated 13 bytes"},
+		{"sha alone", `{"path":"raw.bin","sha256":"` + hex.EncodeToString(sum[:]) + `"}`, "abc", "goes with its size"},
 		{"short sha", `{"path":"raw.bin","size":3,"sha256":"abcd"}`, "abc", "64 lowercase hex digits"},
 		{"upper sha", `{"path":"raw.bin","size":3,"sha256":"` + strings.ToUpper(hex.EncodeToString(sum[:])) + `"}`, "abc", "64 lowercase hex digits"},
 		{"content too", `{"path":"raw.bin","content":"x","size":1,"sha256":"` + hex.EncodeToString(sum[:]) + `"}`, "x", "cannot be given with them"},

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -22,8 +23,9 @@ type writeArgs struct {
 	Path     string  `json:"path"`
 	Content  *string `json:"content"`
 	Encoding string  `json:"encoding"`
-	// Size and SHA256 stand for content sent as the call's raw body (the
-	// admin API's application/octet-stream): the bytes never become JSON.
+	// Size stands for content sent as the call's raw body (the admin API's
+	// application/octet-stream): the bytes never become JSON. SHA256, when
+	// the caller states it, is checked against the bytes.
 	Size   *int64 `json:"size"`
 	SHA256 string `json:"sha256"`
 }
@@ -32,6 +34,8 @@ type writeArgs struct {
 type WriteOutput struct {
 	Path  string `json:"path"`
 	Bytes int64  `json:"bytes"`
+	// SHA256 is the digest of the bytes written, as the gateway saw them.
+	SHA256 string `json:"sha256"`
 }
 
 func (*Write) Name() string       { return "write" }
@@ -74,17 +78,21 @@ func (t *Write) parse(raw json.RawMessage, agent string) (*writeArgs, []byte, er
 	return &a, data, nil
 }
 
-// checkRawBody checks the facts of content sent as a raw body.
+// checkRawBody checks the facts of content sent as a raw body: its size
+// (all a decision needs beside the path) and, if stated, its SHA-256.
 func checkRawBody(a *writeArgs, max int64) error {
 	switch {
 	case a.Content != nil || a.Encoding != "":
-		return fmt.Errorf("write: size and sha256 describe content sent as the raw request body; content and encoding cannot be given with them")
-	case a.Size == nil || a.SHA256 == "":
-		return fmt.Errorf("write: size and sha256 go together (the raw body's byte count and its SHA-256 in hex)")
+		return fmt.Errorf("write: size (and sha256) describe content sent as the raw request body; content and encoding cannot be given with them")
+	case a.Size == nil:
+		return fmt.Errorf("write: sha256 describes content sent as the raw request body and goes with its size (the byte count)")
 	case *a.Size < 0:
 		return fmt.Errorf("write: size is a byte count; got %d", *a.Size)
 	case *a.Size > max:
 		return fmt.Errorf("write: content is %d bytes, over the write limit of %d bytes (limits.maxWrite)", *a.Size, max)
+	}
+	if a.SHA256 == "" {
+		return nil
 	}
 	if b, err := hex.DecodeString(a.SHA256); err != nil || len(b) != sha256.Size || strings.ToLower(a.SHA256) != a.SHA256 {
 		return fmt.Errorf("write: sha256 must be 64 lowercase hex digits; got %q", a.SHA256)
@@ -94,13 +102,14 @@ func checkRawBody(a *writeArgs, max int64) error {
 
 // writePrepared is what Prepare keeps in Call.Prepared: a large body is
 // decoded once per call, not again by Run and AuditArgs. raw: the content
-// is the call's stdin, of size bytes with digest sum.
+// is the call's stdin, of size bytes; want is the digest it was stated to
+// have (nil: none stated; the gateway computes it on the way).
 type writePrepared struct {
 	args *writeArgs
 	data []byte
 	raw  bool
 	size int64
-	sum  [sha256.Size]byte
+	want *[sha256.Size]byte
 }
 
 func (t *Write) Prepare(call *gateway.Call, agent gateway.AgentInfo) error {
@@ -114,9 +123,12 @@ func (t *Write) Prepare(call *gateway.Call, agent gateway.AgentInfo) error {
 	p := &writePrepared{args: a, data: data}
 	if a.Size != nil {
 		p.raw, p.size = true, *a.Size
-		_, _ = hex.Decode(p.sum[:], []byte(a.SHA256))
+		if a.SHA256 != "" {
+			p.want = new([sha256.Size]byte)
+			_, _ = hex.Decode(p.want[:], []byte(a.SHA256))
+		}
 	} else {
-		p.size, p.sum = int64(len(data)), sha256.Sum256(data)
+		p.size = int64(len(data))
 	}
 	call.Prepared = p
 	return nil
@@ -140,29 +152,42 @@ func (t *Write) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv
 		content = env.IO.Stdin
 	}
 	defer t.lock(call.Agent, call.Path)()
-	if err := writeContent(ctx, env.Sandbox, call.Path, content, p); err != nil {
+	sum, err := writeContent(ctx, env.Sandbox, call.Path, content, p)
+	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", call.Path, err)
 	}
-	return &gateway.Result{Output: &WriteOutput{Path: call.Path, Bytes: p.size}}, nil
+	hexSum := hex.EncodeToString(sum[:])
+	detail := maps.Clone(call.Detail)
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	detail["bytes"], detail["sha256"] = p.size, hexSum
+	call.Detail = detail // the result entry's: the decision entry, written before, had no digest to give
+	return &gateway.Result{Output: &WriteOutput{Path: call.Path, Bytes: p.size, SHA256: hexSum}}, nil
 }
 
 // writeContent streams when the sandbox can; otherwise it holds the content
-// (at most the write limit) and checks it against the stated size and digest.
-func writeContent(ctx context.Context, sb gateway.Sandbox, path string, r io.Reader, p *writePrepared) error {
-	if sw, ok := sb.(gateway.StreamWriter); ok {
-		return sw.WriteFileFrom(ctx, path, r, p.size, p.sum)
+// (at most the write limit) and checks it against the stated size and
+// digest. It returns the content's SHA-256.
+func writeContent(ctx context.Context, sb gateway.Sandbox, path string, r io.Reader, p *writePrepared) ([sha256.Size]byte, error) {
+	if sw, ok := sb.(gateway.StreamWriter); ok && p.raw {
+		return sw.WriteFileFrom(ctx, path, r, p.size, p.want)
 	}
 	data := p.data
 	if p.raw {
 		var err error
 		if data, err = io.ReadAll(io.LimitReader(r, p.size+1)); err != nil {
-			return fmt.Errorf("reading the content: %w", err)
-		}
-		if int64(len(data)) != p.size || sha256.Sum256(data) != p.sum {
-			return fmt.Errorf("the content is not the stated %d bytes with SHA-256 %x; the file was left as it was", p.size, p.sum)
+			return [sha256.Size]byte{}, fmt.Errorf("reading the content: %w", err)
 		}
 	}
-	return sb.WriteFile(ctx, path, data)
+	sum := sha256.Sum256(data)
+	switch {
+	case int64(len(data)) != p.size:
+		return sum, fmt.Errorf("the content is not the stated %d bytes; the file was left as it was", p.size)
+	case p.want != nil && sum != *p.want:
+		return sum, fmt.Errorf("the content is not the stated %d bytes with SHA-256 %x; the file was left as it was", p.size, *p.want)
+	}
+	return sum, sb.WriteFile(ctx, path, data)
 }
 
 // AuditArgs keeps the content's size (decoded, for base64), never the
@@ -170,7 +195,7 @@ func writeContent(ctx context.Context, sb gateway.Sandbox, path string, r io.Rea
 func (*Write) AuditArgs(call *gateway.Call) json.RawMessage {
 	if p, ok := call.Prepared.(*writePrepared); ok {
 		if p.raw {
-			return call.Args // path, size and sha256: small, and what the sandbox enforces
+			return call.Args // path, size and a stated sha256: small; the digest seen is the result's
 		}
 		m := map[string]any{"path": p.args.Path, "content": map[string]int{"bytes": len(p.data)}}
 		if p.args.Encoding != "" {

@@ -173,3 +173,81 @@ func TestReadRawStreams(t *testing.T) {
 		t.Errorf("CLI text read of a binary file: %v %q", err, o)
 	}
 }
+
+// TestWriteDigestInResult: `toolgate write` states only the size, so the
+// decision entry (written before anything runs) has the path and size; the
+// gateway hashes the bytes on their way and the result entry and the CLI's
+// line have their SHA-256. A stated --sha256 the content does not have is
+// refused and leaves the file; the right one is accepted. A raw body with
+// only a size that is shorter or longer than it is refused.
+func TestWriteDigestInResult(t *testing.T) {
+	e := newEnv(t, "digest")
+	a := e.agents[0]
+	toolgate, _ := testenv.Binaries(t)
+	content := make([]byte, 2<<20+9)
+	_, _ = rand.Read(content)
+	sum := sha256.Sum256(content)
+	hexSum := hex.EncodeToString(sum[:])
+	src := t.TempDir() + "/src.dat"
+	if err := os.WriteFile(src, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write := func(flags ...string) (string, error) {
+		f, err := os.Open(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cmd := exec.Command(toolgate, append([]string{"write", a, "d.bin"}, flags...)...)
+		cmd.Env, cmd.Stdin = append(os.Environ(), "TOOLGATE_HOME="+e.home), f
+		o, err := cmd.CombinedOutput()
+		return string(o), err
+	}
+	fileSum := func() string {
+		b, _ := os.ReadFile(e.home + "/agents/" + a + "/workspace/d.bin")
+		s := sha256.Sum256(b)
+		return hex.EncodeToString(s[:])
+	}
+	if o, err := write(); err != nil || !strings.Contains(o, fmt.Sprintf("wrote %d bytes to /workspace/d.bin (sha256 %s)", len(content), hexSum)) {
+		t.Fatalf("toolgate write: %v %q", err, o)
+	}
+	if fileSum() != hexSum {
+		t.Fatal("the file is not the content")
+	}
+	var decision, result *gateway.Entry
+	for _, en := range e.entries(audit.Filter{Agent: a, Tool: "write"}) {
+		switch en.Phase {
+		case gateway.PhaseDecision:
+			decision = en
+		case gateway.PhaseResult:
+			result = en
+		}
+	}
+	if decision == nil || result == nil || decision.ID != result.ID {
+		t.Fatalf("decision %+v, result %+v", decision, result)
+	}
+	if args := string(decision.Args); !strings.Contains(args, `"path":"d.bin"`) || !strings.Contains(args, fmt.Sprintf(`"size":%d`, len(content))) || strings.Contains(args, "sha256") {
+		t.Errorf("decision args %s: want path and size, no digest (none was stated)", args)
+	}
+	if fmt.Sprint(result.Detail["sha256"]) != hexSum || result.Detail["bytes"] != float64(len(content)) {
+		t.Errorf("result detail %v: want bytes %d, sha256 %s", result.Detail, len(content), hexSum)
+	}
+
+	other := sha256.Sum256([]byte("other"))
+	if o, err := write("--sha256", hex.EncodeToString(other[:])); err == nil || !strings.Contains(o, "not the "+hex.EncodeToString(other[:])+" stated") {
+		t.Errorf("a wrong --sha256: %v %q", err, o)
+	}
+	if o, err := write("--sha256", hexSum); err != nil {
+		t.Errorf("the right --sha256: %v %q", err, o)
+	}
+	ctx := context.Background()
+	for name, body := range map[string][]byte{"shorter": content[:len(content)-1], "longer": append(append([]byte{}, content...), 0)} {
+		if _, err := e.c.CallRaw(ctx, a, "write", map[string]any{"path": "d.bin", "size": len(content)}, bytes.NewReader(body), -1); err == nil {
+			t.Errorf("%s body: write succeeded", name)
+		}
+	}
+	if fileSum() != hexSum {
+		t.Error("a refused write changed the file")
+	}
+	e.verify()
+}

@@ -133,11 +133,13 @@ type Sandbox interface {
 }
 
 // StreamWriter is a Sandbox that replaces a file from a stream without
-// holding it: the content is r's first size bytes, and the file is replaced
-// only when they are exactly size bytes with that SHA-256. A Sandbox
-// without it gets the content buffered through WriteFile.
+// holding it: the content is r's first size bytes, which must be all of r.
+// It hashes them as they pass and returns their SHA-256; the file is
+// replaced only when exactly those bytes arrived whole (and, with want, they
+// have that digest). A Sandbox without it gets the content buffered through
+// WriteFile.
 type StreamWriter interface {
-	WriteFileFrom(ctx context.Context, path string, r io.Reader, size int64, sha256 [32]byte) error
+	WriteFileFrom(ctx context.Context, path string, r io.Reader, size int64, want *[32]byte) (sha256 [32]byte, err error)
 }
 
 // StreamReader is a Sandbox that streams a file to w without holding it:

@@ -34,16 +34,17 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte) error {
 	return hostexec.WriteFile(ctx, s.run, p, data)
 }
 
-// WriteFileFrom is WriteFile with the content streamed (hostexec.WriteFileFrom).
-func (s *Sandbox) WriteFileFrom(ctx context.Context, p string, r io.Reader, size int64, sum [32]byte) error {
+// WriteFileFrom is WriteFile with the content streamed and hashed on its
+// way (hostexec.WriteFileFrom).
+func (s *Sandbox) WriteFileFrom(ctx context.Context, p string, r io.Reader, size int64, want *[32]byte) ([32]byte, error) {
 	if err := hostexec.CheckAbs(p); err != nil {
-		return err
+		return [32]byte{}, err
 	}
 	if err := s.calls.enter(ctx); err != nil {
-		return err
+		return [32]byte{}, err
 	}
 	defer s.calls.leave()
-	return hostexec.WriteFileFrom(ctx, s.run, p, r, size, sum)
+	return hostexec.WriteFileFrom(ctx, s.run, p, r, size, want)
 }
 
 // ReadFileTo is ReadFile streamed to w (hostexec.ReadFileTo).

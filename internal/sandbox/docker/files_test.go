@@ -16,9 +16,10 @@ import (
 )
 
 // TestWriteCutShortLeavesFileUnchanged: a write whose stream ends early (a
-// gateway that died mid-write) or whose bytes do not match the digest sent
-// first leaves the old file and no temporary file, on the Engine path and
-// through the warm executor alike.
+// gateway that died mid-write, in the content or in the digest trailer
+// after it) or whose bytes do not match the digest sent first or after
+// leaves the old file and no temporary file, on the Engine path and through
+// the warm executor alike.
 func TestWriteCutShortLeavesFileUnchanged(t *testing.T) {
 	spec, sb := newAgent(t)
 	waitExecutor(t, sb)
@@ -28,19 +29,29 @@ func TestWriteCutShortLeavesFileUnchanged(t *testing.T) {
 	}
 	want := strings.Repeat("new content ", 1000)
 	sum := sha256.Sum256([]byte(want))
-	argv := []string{proto.ClientPath, "put", "/workspace/f.txt", strconv.Itoa(len(want)), hex.EncodeToString(sum[:])}
-	paths := map[string]func(stdin []byte) (int, string, error){
-		"engine": func(in []byte) (int, string, error) {
+	first := []string{proto.ClientPath, "put", "/workspace/f.txt", strconv.Itoa(len(want)), hex.EncodeToString(sum[:])}
+	after := []string{proto.ClientPath, "put", "/workspace/f.txt", strconv.Itoa(len(want)), proto.PutDigestAfter}
+	paths := map[string]func(argv []string, stdin []byte) (int, string, error){
+		"engine": func(argv []string, in []byte) (int, string, error) {
 			return sb.runEngine(ctx, argv, bytes.NewReader(in), nil, &hostexec.CapWriter{Max: 4096})
 		},
-		"executor": func(in []byte) (int, string, error) { return sb.run(ctx, argv, bytes.NewReader(in), nil) },
+		"executor": func(argv []string, in []byte) (int, string, error) {
+			return sb.run(ctx, argv, bytes.NewReader(in), nil)
+		},
 	}
+	trailer := string(proto.DigestTrailer(sum))
 	for name, run := range paths {
-		for _, tc := range []struct{ input, err string }{
-			{want[:100], "input ended after 100 of 12000 bytes"},
-			{strings.ToUpper(want), "does not match its sha256"},
+		for _, tc := range []struct {
+			argv       []string
+			input, err string
+		}{
+			{first, want[:100], "input ended after 100 of 12000 bytes"},
+			{first, strings.ToUpper(want), "does not match its sha256"},
+			{after, want[:100], "input ended after 100 of 12000 bytes"},
+			{after, want + trailer[:30], "digest trailer is missing"},
+			{after, strings.ToUpper(want) + trailer, "does not match its sha256"},
 		} {
-			code, stderr, err := run([]byte(tc.input))
+			code, stderr, err := run(tc.argv, []byte(tc.input))
 			if err != nil || code == 0 || !strings.Contains(stderr, tc.err) {
 				t.Errorf("%s: exit %d, stderr %q, err %v; want a refusal %q", name, code, stderr, err, tc.err)
 			}

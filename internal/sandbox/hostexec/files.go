@@ -12,6 +12,7 @@ import (
 	"math"
 	"path"
 	"strconv"
+	"sync"
 
 	"github.com/toolgate/toolgate/internal/capped"
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -150,22 +151,162 @@ func (s *fileStream) fail(err error) error {
 // cut short (a gateway crash) leaves the old file, not a truncated one. No
 // shell is involved, so any file name is safe.
 func WriteFile(ctx context.Context, run Runner, p string, data []byte) error {
-	return WriteFileFrom(ctx, run, p, bytes.NewReader(data), int64(len(data)), sha256.Sum256(data))
-}
-
-// WriteFileFrom is WriteFile with the content streamed from r, whose size and
-// SHA-256 the caller states: the sandbox's put replaces the file only when it
-// received exactly those bytes, so nothing here holds the content. At most
-// size+1 bytes are taken from r — one more than stated makes put refuse.
-func WriteFileFrom(ctx context.Context, run Runner, p string, r io.Reader, size int64, sum [sha256.Size]byte) error {
 	if err := CheckAbs(p); err != nil {
 		return err
 	}
-	if size < 0 {
-		return fmt.Errorf("write %s: negative size %d", p, size)
+	sum := sha256.Sum256(data)
+	return argvIO(ctx, run, "write "+p, bytes.NewReader(data), io.Discard, proto.ClientPath, "put", path.Clean(p),
+		strconv.Itoa(len(data)), hex.EncodeToString(sum[:]))
+}
+
+// WriteFileFrom is WriteFile with the content streamed from r: its first
+// size bytes, which must be all of it. The gateway hashes them on another
+// core as they pass and returns their SHA-256; nothing here holds the
+// content. Without want the digest follows the content to put, which
+// replaces the file only when its own digest of what it wrote is that one
+// (proto.PutDigestAfter); with want (stated before the bytes) it goes first,
+// as WriteFile's, and the bytes must have it. Content shorter or longer
+// than size, or not of want, is refused here and there: the file stays.
+func WriteFileFrom(ctx context.Context, run Runner, p string, r io.Reader, size int64, want *[sha256.Size]byte) ([sha256.Size]byte, error) {
+	if err := CheckAbs(p); err != nil {
+		return [sha256.Size]byte{}, err
 	}
-	return argvIO(ctx, run, "write "+p, io.LimitReader(r, size+1), io.Discard, proto.ClientPath, "put", path.Clean(p),
-		strconv.FormatInt(size, 10), hex.EncodeToString(sum[:]))
+	if size < 0 {
+		return [sha256.Size]byte{}, fmt.Errorf("write %s: negative size %d", p, size)
+	}
+	digest := proto.PutDigestAfter
+	if want != nil {
+		digest = hex.EncodeToString(want[:])
+	}
+	body := newDigestBody(r, size, want)
+	code, stderr, err := run(ctx, []string{proto.ClientPath, "put", path.Clean(p), strconv.FormatInt(size, 10), digest}, body, io.Discard)
+	sum, passed, bodyErr := body.close()
+	switch {
+	case bodyErr != nil:
+		return sum, fmt.Errorf("write %s: %w; the file was left as it was", p, bodyErr)
+	case err != nil:
+		return sum, fmt.Errorf("write %s: %w", p, err)
+	case code == proto.ExitUsage && want == nil:
+		return sum, fmt.Errorf("write %s: the sandbox's toolgate-client refused a streamed put (%s): it predates this gateway; restart the sandbox to update it, or state the content's SHA-256 (toolgate write --sha256)", p, stderr)
+	case code != 0:
+		if stderr == "" {
+			stderr = fmt.Sprintf("exit code %d", code)
+		}
+		return sum, fmt.Errorf("write %s: %s failed: %s", p, proto.ClientPath, stderr)
+	case !passed:
+		return sum, fmt.Errorf("write %s: the sandbox's put answered before it took the whole content", p)
+	}
+	return sum, nil
+}
+
+// digestBody is put's stdin for WriteFileFrom: the first size bytes of r,
+// hashed behind the copy (proto.HashBehind), then — once r is found to end
+// there and the digest is want, when given — the digest trailer. Anything
+// wrong ends the stream without it (put refuses: no trailer, or, for the
+// digest-first form, one byte past the size), and is kept for close.
+type digestBody struct {
+	r    io.Reader
+	size int64
+	left int64
+	want *[sha256.Size]byte
+
+	mu     sync.Mutex // Read may still run on the request writer's goroutine when close is called
+	hb     *proto.HashBehind
+	closed bool
+	done   bool // the content's end was reached and judged
+	sum    [sha256.Size]byte
+	err    error
+	tail   []byte
+}
+
+func newDigestBody(r io.Reader, size int64, want *[sha256.Size]byte) *digestBody {
+	return &digestBody{r: r, size: size, left: size, want: want, hb: proto.NewHashBehind(4, proto.MaxFramePayload)}
+}
+
+func (d *digestBody) Read(p []byte) (int, error) {
+	if d.left > 0 {
+		n, err := d.r.Read(p[:min(int64(len(p)), d.left)])
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.closed {
+			return 0, io.EOF
+		}
+		d.left -= int64(n)
+		for off := 0; off < n; { // the hasher gets its own copy: p is the caller's again on return
+			b := d.hb.Buffer()
+			c := copy(b, p[off:n])
+			d.hb.Add(b[:c])
+			off += c
+		}
+		switch {
+		case err == nil || d.left == 0:
+			return n, nil
+		case errors.Is(err, io.EOF):
+			err = fmt.Errorf("the content ended after %d of the %d bytes stated", d.size-d.left, d.size)
+		default:
+			err = fmt.Errorf("reading the content: %w", err)
+		}
+		d.finish(err)
+		return n, io.EOF
+	}
+	if !d.done {
+		var b [1]byte
+		n, err := io.ReadFull(d.r, b[:])
+		switch {
+		case n > 0:
+			err = fmt.Errorf("more content than the %d bytes stated", d.size)
+		case errors.Is(err, io.EOF):
+			err = nil
+		case err != nil:
+			err = fmt.Errorf("reading the content: %w", err)
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.closed {
+			return 0, io.EOF
+		}
+		d.finish(err)
+	} else {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+	}
+	if len(d.tail) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, d.tail)
+	d.tail = d.tail[n:]
+	return n, nil
+}
+
+// finish judges the content once its end is reached (err: what was wrong
+// with it) and sets what follows it. Called with mu held.
+func (d *digestBody) finish(err error) {
+	d.done, d.sum = true, d.hb.Sum()
+	if err == nil && d.want != nil && *d.want != d.sum {
+		err = fmt.Errorf("the content's SHA-256 is %x, not the %x stated", d.sum, *d.want)
+	}
+	switch {
+	case err == nil && d.want == nil:
+		d.tail = proto.DigestTrailer(d.sum)
+	case err != nil && d.want != nil && d.left == 0:
+		// put with the digest first knows no trailer: one byte past the
+		// size is what makes it refuse whole content the gateway did not.
+		d.tail = []byte{0}
+	}
+	d.err = err
+}
+
+// close ends the stream where it stands and returns the content's digest,
+// whether its end was reached (passed: whole, and judged good), and what
+// was wrong with it.
+func (d *digestBody) close() (sum [sha256.Size]byte, passed bool, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.closed && !d.done {
+		d.hb.Sum() // ends the hasher
+	}
+	d.closed = true
+	return d.sum, d.done && d.err == nil, d.err
 }
 
 // argvIO runs a helper command and turns a failure into an error naming what.
