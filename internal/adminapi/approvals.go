@@ -1,27 +1,18 @@
 package adminapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/wire"
 )
-
-// ApprovalAnswer is a person's answer to a call waiting for approval.
-type ApprovalAnswer struct {
-	Approve  bool   `json:"approve"`
-	Reason   string `json:"reason,omitempty"`
-	For      string `json:"for,omitempty"` // a duration: the approval stands this long
-	SameArgs bool   `json:"same_args,omitempty"`
-}
 
 // maxAnswer bounds an answer's body; a reason is a sentence.
 const maxAnswer = 16 << 10
@@ -31,7 +22,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) answerApproval(w http.ResponseWriter, r *http.Request) {
-	var in ApprovalAnswer
+	var in adminclient.ApprovalAnswer
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAnswer))
 	if err == nil {
 		err = json.Unmarshal(body, &in)
@@ -58,20 +49,4 @@ func (s *Server) answerApproval(w http.ResponseWriter, r *http.Request) {
 	default:
 		wire.WriteJSON(w, map[string]string{"status": "answered"})
 	}
-}
-
-// Approvals lists the calls waiting for a person.
-func (c *Client) Approvals(ctx context.Context) ([]approval.Pending, error) {
-	var out []approval.Pending
-	return out, c.getJSON(ctx, http.MethodGet, "/v1/approvals", nil, &out)
-}
-
-// Answer approves or denies a waiting call.
-func (c *Client) Answer(ctx context.Context, id string, a ApprovalAnswer) error {
-	body, err := json.Marshal(a)
-	if err != nil {
-		return err
-	}
-	var ok struct{}
-	return c.getJSON(ctx, http.MethodPost, "/v1/approvals/"+url.PathEscape(id), body, &ok)
 }

@@ -1,6 +1,7 @@
-// Package adminapi is the gateway's admin HTTP API (served on a Unix socket
-// in the toolgate home and optionally on loopback TCP) and its Go client,
-// which the CLI uses. Every tool call it carries goes through the pipeline.
+// Package adminapi is the gateway's admin HTTP API, served on a Unix socket
+// in the toolgate home and optionally on loopback TCP; its client, which the
+// CLI uses, is internal/adminclient. Every tool call it carries goes through
+// the pipeline.
 package adminapi
 
 import (
@@ -14,8 +15,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"time"
 
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -26,41 +27,12 @@ import (
 // JSON-escaped, fits.
 const DefaultMaxBody = 160 << 20
 
-// MediaRaw is a call's Content-Type when its body is raw input bytes and its
-// arguments are the JSON in ArgsHeader.
-const MediaRaw = "application/octet-stream"
-
-// ArgsHeader carries a raw call's arguments (a JSON object).
-const ArgsHeader = "Toolgate-Args"
-
-// ResultTrailer ends a raw answer (Accept: MediaRaw) with its outcome.
-const ResultTrailer = "Toolgate-Result"
-
-// AgentStatus is one row of `toolgate agents`.
-type AgentStatus struct {
-	Agent     string    `json:"agent"`
-	Container string    `json:"container"`
-	Image     string    `json:"image"`
-	State     string    `json:"state"`
-	StartedAt time.Time `json:"startedAt,omitzero"`
-	Calls     uint64    `json:"calls"`
-	Denials   uint64    `json:"denials"`
-	Error     string    `json:"error,omitempty"`
-}
-
-// EvalRequest asks the daemon's policy for a dry-run decision.
-type EvalRequest struct {
-	Agent string          `json:"agent"`
-	Tool  string          `json:"tool"`
-	Args  json.RawMessage `json:"args"`
-}
-
 // Server serves the admin API.
 type Server struct {
 	Gateway *gateway.Gateway
 	Tokens  *auth.Store
 	// Status reports the agents' sandboxes.
-	Status func(ctx context.Context) ([]AgentStatus, error)
+	Status func(ctx context.Context) ([]adminclient.AgentStatus, error)
 	// Explain runs policy without executing, for `policy eval` against the live config.
 	Explain func(call *gateway.Call) any
 	// Observations records a stream-json transcript for an agent as
@@ -132,7 +104,7 @@ func remoteHost(r *http.Request) string {
 }
 
 func (s *Server) call(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Content-Type") == MediaRaw {
+	if r.Header.Get("Content-Type") == adminclient.MediaRaw {
 		s.rawCall(w, r)
 		return
 	}
@@ -159,7 +131,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 		Via:     gateway.ViaAdmin,
 	}
 	switch r.Header.Get("Accept") {
-	case MediaRaw:
+	case adminclient.MediaRaw:
 		s.rawAnswer(w, r, call, nil)
 		return
 	case wire.MediaNDJSON:
@@ -174,12 +146,12 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 	out.Finish(res, err)
 }
 
-// rawCall is a call whose arguments are in the ArgsHeader and whose body is
+// rawCall is a call whose arguments are in the adminclient.ArgsHeader and whose body is
 // the call's input as bytes (a write's content, an exec's stdin): it streams
 // to the tool, never held or encoded as JSON. The tool bounds it (a write
 // states its size, at most limits.maxWrite).
 func (s *Server) rawCall(w http.ResponseWriter, r *http.Request) {
-	args := []byte(strings.TrimSpace(r.Header.Get(ArgsHeader)))
+	args := []byte(strings.TrimSpace(r.Header.Get(adminclient.ArgsHeader)))
 	if len(args) == 0 {
 		args = []byte("{}")
 	}
@@ -190,7 +162,7 @@ func (s *Server) rawCall(w http.ResponseWriter, r *http.Request) {
 		Session: r.Header.Get("Toolgate-Session"),
 		Via:     gateway.ViaAdmin,
 	}
-	if r.Header.Get("Accept") == MediaRaw {
+	if r.Header.Get("Accept") == adminclient.MediaRaw {
 		s.rawAnswer(w, r, call, r.Body)
 		return
 	}
@@ -199,7 +171,7 @@ func (s *Server) rawCall(w http.ResponseWriter, r *http.Request) {
 
 // rawAnswer runs a call whose output is bytes (a read with encoding raw):
 // they are the response body as the tool writes them, and the outcome
-// follows in the ResultTrailer, {"result":…} or {"error":…}. A call that
+// follows in the adminclient.ResultTrailer, {"result":…} or {"error":…}. A call that
 // fails before its first byte is answered as any other, with its status.
 func (s *Server) rawAnswer(w http.ResponseWriter, r *http.Request, call *gateway.Call, stdin io.Reader) {
 	out := &rawBody{w: w, call: call}
@@ -228,7 +200,7 @@ func (s *Server) rawAnswer(w http.ResponseWriter, r *http.Request, call *gateway
 		outcome.Result = res
 	}
 	b, _ := json.Marshal(outcome)
-	w.Header().Set(ResultTrailer, string(b))
+	w.Header().Set(adminclient.ResultTrailer, string(b))
 }
 
 // rawBody sends the status and headers with the first byte.
@@ -241,9 +213,9 @@ type rawBody struct {
 func (b *rawBody) start() {
 	b.started = true
 	h := b.w.Header()
-	h.Set("Content-Type", MediaRaw)
+	h.Set("Content-Type", adminclient.MediaRaw)
 	h.Set("Toolgate-Call-Id", b.call.ID)
-	h.Set("Trailer", ResultTrailer)
+	h.Set("Trailer", adminclient.ResultTrailer)
 	b.w.WriteHeader(http.StatusOK)
 }
 
@@ -283,7 +255,7 @@ func (s *Server) agents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) eval(w http.ResponseWriter, r *http.Request) {
-	var req EvalRequest
+	var req adminclient.EvalRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {

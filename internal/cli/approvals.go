@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 )
 
 func newApprovalsCmd(g *Globals) *cobra.Command {
@@ -67,7 +67,7 @@ Who answered, and when, is recorded in the call's audit entry.`,
 }
 
 func newAnswerCmd(g *Globals, approve bool) *cobra.Command {
-	var a adminapi.ApprovalAnswer
+	var a adminclient.ApprovalAnswer
 	var standFor time.Duration
 	a.Approve = approve
 	use, short := "deny ID --reason TEXT", "Deny a waiting call"

@@ -15,7 +15,7 @@ var toolgateLinks = []string{
 	"github.com/spf13/cobra",
 	"github.com/spf13/pflag",
 	"github.com/toolgate/toolgate/cmd/toolgate",
-	"github.com/toolgate/toolgate/internal/adminapi",
+	"github.com/toolgate/toolgate/internal/adminclient",
 	"github.com/toolgate/toolgate/internal/approval",
 	"github.com/toolgate/toolgate/internal/auth",
 	"github.com/toolgate/toolgate/internal/cli",

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 )
 
 // Globals are the flags every command shares.
@@ -25,9 +25,9 @@ const ContextsDir = "contexts"
 
 // Dial is a client of the gateway the flags name: the context's, else
 // the daemon of the home over its socket.
-func (g *Globals) Dial() (*adminapi.Client, error) {
+func (g *Globals) Dial() (*adminclient.Client, error) {
 	if g.Context == "" {
-		return adminapi.Dial(g.Home)
+		return adminclient.Dial(g.Home)
 	}
 	if strings.ContainsAny(g.Context, `/\`) || g.Context == "." || g.Context == ".." {
 		return nil, fmt.Errorf("--context %q: a context is a name, not a path", g.Context)
@@ -37,7 +37,7 @@ func (g *Globals) Dial() (*adminapi.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("context %s: %w (write its admin API's host:port there; docs/kubernetes.md)", g.Context, err)
 	}
-	return adminapi.DialAddr(strings.TrimSpace(string(addr)), filepath.Join(dir, adminapi.TokenFile))
+	return adminclient.DialAddr(strings.TrimSpace(string(addr)), filepath.Join(dir, adminclient.TokenFile))
 }
 
 // ConfigPath is the config file the flags name.

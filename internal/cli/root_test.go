@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 )
 
 func TestDefaultHome(t *testing.T) {
@@ -30,12 +30,12 @@ func TestDialContext(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for name, body := range map[string]string{"address": "127.0.0.1:7433\n", adminapi.TokenFile: "tok\n"} {
+	for name, body := range map[string]string{"address": "127.0.0.1:7433\n", adminclient.TokenFile: "tok\n"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(home, adminapi.TokenFile), []byte("tok\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, adminclient.TokenFile), []byte("tok\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct{ context, wantErr string }{

@@ -7,7 +7,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/testenv/timing"
 )
@@ -37,7 +37,7 @@ func BenchmarkGoalCLIExec(b *testing.B) {
 	})
 	b.Run("baseline", func(b *testing.B) {
 		timing.Run(b, func() error {
-			c, err := adminapi.Dial(e.home)
+			c, err := adminclient.Dial(e.home)
 			if err != nil {
 				return err
 			}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -34,10 +34,10 @@ func TestCallInterruptedByCrashIsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	var c *adminapi.Client
+	var c *adminclient.Client
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		var err error
-		if c, err = adminapi.Dial(e.home); err == nil {
+		if c, err = adminclient.Dial(e.home); err == nil {
 			if _, err = c.Agents(context.Background()); err == nil {
 				break
 			}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/agentloop"
 	"github.com/toolgate/toolgate/internal/agentsock"
 	"github.com/toolgate/toolgate/internal/approval"
@@ -498,7 +499,7 @@ func (d *Daemon) explain(call *gateway.Call) any {
 	return b.Explain(call)
 }
 
-func (d *Daemon) status(ctx context.Context) ([]adminapi.AgentStatus, error) {
+func (d *Daemon) status(ctx context.Context) ([]adminclient.AgentStatus, error) {
 	d.mu.Lock()
 	agents := d.built.Config.Agents
 	d.mu.Unlock()
@@ -510,23 +511,23 @@ func (d *Daemon) status(ctx context.Context) ([]adminapi.AgentStatus, error) {
 	for _, s := range st {
 		byAgent[s.Agent] = s
 	}
-	var rows []adminapi.AgentStatus
+	var rows []adminclient.AgentStatus
 	for name, a := range agents {
 		s, ok := byAgent[name]
-		row := adminapi.AgentStatus{Agent: name, Image: a.Image, State: sandbox.StateMissing}
+		row := adminclient.AgentStatus{Agent: name, Image: a.Image, State: sandbox.StateMissing}
 		if ok {
 			row.Container, row.Image, row.State, row.StartedAt, row.Error = s.ContainerID, s.Image, s.State, s.StartedAt, s.Error
 		}
 		rows = append(rows, row)
 	}
-	slices.SortFunc(rows, func(a, b adminapi.AgentStatus) int { return strings.Compare(a.Agent, b.Agent) })
+	slices.SortFunc(rows, func(a, b adminclient.AgentStatus) int { return strings.Compare(a.Agent, b.Agent) })
 	return rows, nil
 }
 
 // listen serves the admin API on HOME/admin.sock (0600) and, when
 // configured, on a loopback TCP address.
 func (d *Daemon) listen(h http.Handler, cfg *config.Config) error {
-	sock := filepath.Join(d.opts.Home, adminapi.SocketName)
+	sock := filepath.Join(d.opts.Home, adminclient.SocketName)
 	if err := removeStaleSocket(sock); err != nil {
 		return err
 	}

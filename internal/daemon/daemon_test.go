@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -41,7 +42,7 @@ type env struct {
 	home   string
 	cfg    string
 	d      *Daemon
-	c      *adminapi.Client
+	c      *adminclient.Client
 	token  string
 	agents []string
 	// extra is YAML added to the config: gateway keys (indented) then
@@ -112,7 +113,7 @@ func newHome(t testing.TB, extra envExtra, agents ...string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(home, adminapi.TokenFile), []byte(e.token), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, adminclient.TokenFile), []byte(e.token), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_ = clientBin
@@ -160,7 +161,7 @@ func (e *env) launch() {
 		e.t.Fatal(err)
 	}
 	e.d = d
-	if e.c, err = adminapi.Dial(e.home); err != nil {
+	if e.c, err = adminclient.Dial(e.home); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -173,7 +174,7 @@ func (e *env) call(agent, tool string, args any) (*gateway.Result, error) {
 func (e *env) raw(method, path, token, body string) (int, map[string]any) {
 	e.t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, adminapi.SocketName))
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, adminclient.SocketName))
 	}}}
 	req, _ := http.NewRequest(method, "http://toolgate"+path, strings.NewReader(body))
 	if token != "" {

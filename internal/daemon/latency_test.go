@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/testenv/timing"
@@ -147,10 +147,10 @@ func BenchmarkGoalExec64(b *testing.B) {
 	e := newEnv(b, "c64")
 	a := e.agents[0]
 	timing.Build(b, filepath.Join(e.home, "agents", a, "workspace"))
-	cs := make([]*adminapi.Client, clients)
+	cs := make([]*adminclient.Client, clients)
 	for i := range cs {
 		var err error
-		if cs[i], err = adminapi.Dial(e.home); err != nil {
+		if cs[i], err = adminclient.Dial(e.home); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 )
 
 // TestMetricsEndpoint: /metrics on the admin socket counts a call made
@@ -22,7 +22,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	_, _ = e.call(agent, "exec", map[string]any{"command": "rm -rf /tmp/x"}) // denied by the env's rule
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, adminapi.SocketName))
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, adminclient.SocketName))
 	}}}
 	resp, err := hc.Get("http://toolgate/metrics")
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/wire"
@@ -62,7 +62,7 @@ func TestAskAPerson(t *testing.T) {
 	}
 
 	ch, id := start("touch approved.txt")
-	if err := e.c.Answer(t.Context(), id, adminapi.ApprovalAnswer{Approve: true, Reason: "ok"}); err != nil {
+	if err := e.c.Answer(t.Context(), id, adminclient.ApprovalAnswer{Approve: true, Reason: "ok"}); err != nil {
 		t.Fatal(err)
 	}
 	if o := <-ch; o.err != nil || o.res.ExitCode == nil || *o.res.ExitCode != 0 {
@@ -73,7 +73,7 @@ func TestAskAPerson(t *testing.T) {
 	}
 
 	ch, id = start("touch denied.txt")
-	if err := e.c.Answer(t.Context(), id, adminapi.ApprovalAnswer{Reason: "not now"}); err != nil {
+	if err := e.c.Answer(t.Context(), id, adminclient.ApprovalAnswer{Reason: "not now"}); err != nil {
 		t.Fatal(err)
 	}
 	denied(<-ch, "not now")
@@ -81,7 +81,7 @@ func TestAskAPerson(t *testing.T) {
 	ch, _ = start("touch silent.txt")
 	denied(<-ch, "no one answered within 3s")
 
-	if err := e.c.Answer(t.Context(), "nosuch", adminapi.ApprovalAnswer{Approve: true}); err == nil {
+	if err := e.c.Answer(t.Context(), "nosuch", adminclient.ApprovalAnswer{Approve: true}); err == nil {
 		t.Error("an answer for no waiting call accepted")
 	}
 

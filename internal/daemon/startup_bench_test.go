@@ -16,7 +16,7 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
-	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -66,7 +66,7 @@ func newFleet(b *testing.B, n int) *fleet {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(f.home, adminapi.TokenFile), []byte(token), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(f.home, adminclient.TokenFile), []byte(token), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	if f.cli, err = client.New(client.FromEnv); err != nil {
@@ -112,12 +112,12 @@ func (f *fleet) stop() {
 }
 
 // firstAnswer polls the admin API until it answers the agents' status.
-func (f *fleet) firstAnswer() ([]adminapi.AgentStatus, error) {
+func (f *fleet) firstAnswer() ([]adminclient.AgentStatus, error) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		c, err := adminapi.Dial(f.home)
+		c, err := adminclient.Dial(f.home)
 		if err == nil {
-			var rows []adminapi.AgentStatus
+			var rows []adminclient.AgentStatus
 			if rows, err = c.Agents(context.Background()); err == nil {
 				return rows, nil
 			}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
-	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -74,7 +74,7 @@ func (g *engineGate) release() { g.once.Do(func() { close(g.open) }) }
 func dashboardRow(t *testing.T, e *env, agent string) string {
 	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, adminapi.SocketName))
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, adminclient.SocketName))
 	}}}
 	req, _ := http.NewRequest("GET", "http://toolgate/ui/", nil)
 	req.Header.Set("Authorization", "Bearer "+e.token)
@@ -96,7 +96,7 @@ func dashboardRow(t *testing.T, e *env, agent string) string {
 	return ""
 }
 
-func agentRow(t *testing.T, c *adminapi.Client, agent string) adminapi.AgentStatus {
+func agentRow(t *testing.T, c *adminclient.Client, agent string) adminclient.AgentStatus {
 	t.Helper()
 	rows, err := c.Agents(context.Background())
 	if err != nil {
@@ -108,7 +108,7 @@ func agentRow(t *testing.T, c *adminapi.Client, agent string) adminapi.AgentStat
 		}
 	}
 	t.Fatalf("agent %s not in %+v", agent, rows)
-	return adminapi.AgentStatus{}
+	return adminclient.AgentStatus{}
 }
 
 // TestAdminAnswersWhileSandboxesStart: the admin API answers before the

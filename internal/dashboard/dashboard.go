@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/auditindex"
 	"github.com/toolgate/toolgate/internal/auth"
@@ -42,7 +42,7 @@ type Options struct {
 	// with a note (the gateway runs on without its index).
 	Index *auditindex.Index
 	// Agents reports the sandboxes.
-	Agents func(ctx context.Context) ([]adminapi.AgentStatus, error)
+	Agents func(ctx context.Context) ([]adminclient.AgentStatus, error)
 	// Config is the configuration in force (its rules).
 	Config    func() *config.Config
 	Approvals *approval.Store

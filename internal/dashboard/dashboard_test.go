@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/auditindex"
 	"github.com/toolgate/toolgate/internal/auth"
@@ -93,7 +93,7 @@ func TestAccess(t *testing.T) {
 	mcpTok, _, _ := store.Create(auth.ScopeMCP, "a", 0)
 	var refused []string
 	d := New(Options{Tokens: store, Approvals: approval.New(),
-		Agents:   func(context.Context) ([]adminapi.AgentStatus, error) { return nil, nil },
+		Agents:   func(context.Context) ([]adminclient.AgentStatus, error) { return nil, nil },
 		Config:   func() *config.Config { return &config.Config{} },
 		OnRefuse: func(r *http.Request, reason string) { refused = append(refused, reason) }})
 	defer d.Close()

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/auditindex"
@@ -26,7 +26,7 @@ const maxSession = 5000
 var errNoIndex = errors.New("the audit index is unavailable (see the gateway's log); `toolgate audit` still reads the files")
 
 type agentRow struct {
-	adminapi.AgentStatus
+	adminclient.AgentStatus
 	Usage *auditindex.AgentUsage
 }
 

@@ -15,6 +15,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/config"
@@ -138,7 +139,7 @@ func newFixtureOn(t testing.TB, cfgYAML string, opts Options, pool *upstream.Poo
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", auth.Require(f.tokens, auth.ScopeMCP, RouteOptions(nil))(f.door.Handler(TokenIdentity)))
 	api := &adminapi.Server{Gateway: f.gw, Tokens: f.tokens,
-		Status: func(context.Context) ([]adminapi.AgentStatus, error) { return nil, nil }}
+		Status: func(context.Context) ([]adminclient.AgentStatus, error) { return nil, nil }}
 	mux.Handle("/v1/", api.Handler())
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)

@@ -165,7 +165,7 @@ func ReadFrames(r io.Reader, stdout, stderr io.Writer) (*gateway.Result, error) 
 	for sc.Scan() {
 		var fr Frame
 		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
-		dec.UseNumber() // integers in the result stay exact (see adminapi.Client.Call)
+		dec.UseNumber() // integers in the result stay exact (see adminclient.Client.Call)
 		if err := dec.Decode(&fr); err != nil {
 			return nil, fmt.Errorf("bad frame from gateway: %w", err)
 		}

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/config"
@@ -34,7 +34,7 @@ func newInitCmd(g *cli.Globals) *cobra.Command {
 			default:
 				return err
 			}
-			tokenPath := filepath.Join(g.Home, adminapi.TokenFile)
+			tokenPath := filepath.Join(g.Home, adminclient.TokenFile)
 			if _, err := os.Stat(tokenPath); err == nil && !force {
 				fmt.Fprintf(os.Stderr, "keeping existing admin token %s\n", tokenPath)
 				return nil

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/config"
@@ -45,7 +45,7 @@ directly (so a change can be tested before it is loaded); --live asks the runnin
 				if err != nil {
 					return err
 				}
-				raw, err := c.Eval(cmd.Context(), adminapi.EvalRequest{Agent: agent, Tool: tool, Args: call.Args})
+				raw, err := c.Eval(cmd.Context(), adminclient.EvalRequest{Agent: agent, Tool: tool, Args: call.Args})
 				if err != nil {
 					return err
 				}

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/toolgate/toolgate/internal/adminapi"
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/daemon"
 	"github.com/toolgate/toolgate/internal/kubeagents"
@@ -81,7 +81,7 @@ plugins:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(home, adminapi.TokenFile), []byte(tok), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, adminclient.TokenFile), []byte(tok), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// An Agent a gateway on a node that is gone had: this gateway takes it over.
@@ -129,7 +129,7 @@ plugins:
 		t.Fatal(err)
 	}
 
-	cl, err := adminapi.Dial(home)
+	cl, err := adminclient.Dial(home)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ plugins:
 	if err := os.WriteFile(filepath.Join(ctxDir, "address"), []byte(admin+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(ctxDir, adminapi.TokenFile), []byte(tok), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(ctxDir, adminclient.TokenFile), []byte(tok), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cli := func(args ...string) (string, error) {

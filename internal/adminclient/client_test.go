@@ -1,4 +1,4 @@
-package adminapi
+package adminclient
 
 import (
 	"context"
@@ -24,7 +24,7 @@ func TestCallEscapesNames(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	c := &Client{http: srv.Client(), base: srv.URL, token: "t"}
+	c := tcpClient(srv)
 	for _, tc := range []struct{ agent, tool string }{
 		{"demo", "git"},
 		{"demo", "git#push"},
@@ -59,7 +59,7 @@ func TestCallKeepsIntegers(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	c := &Client{http: srv.Client(), base: srv.URL, token: "t"}
+	c := tcpClient(srv)
 	for _, stream := range []bool{false, true} {
 		var out io.Writer
 		if stream {
@@ -77,4 +77,10 @@ func TestCallKeepsIntegers(t *testing.T) {
 			t.Errorf("stream=%v: big printed as %q, want 9007199254740993", stream, got)
 		}
 	}
+}
+
+// tcpClient is a client of srv, a test server on loopback TCP.
+func tcpClient(srv *httptest.Server) *Client {
+	addr := srv.Listener.Addr().String()
+	return &Client{network: "tcp", addr: addr, host: addr, token: "t"}
 }

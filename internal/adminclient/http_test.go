@@ -1,0 +1,305 @@
+package adminclient
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/wire"
+)
+
+// rawServer answers every connection on a real Unix socket with answer,
+// after reading the request's head, and returns a client of it.
+func rawServer(t *testing.T, answer string) *Client {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "admin.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil || line == "\r\n" {
+						break
+					}
+				}
+				_, _ = io.WriteString(c, answer)
+			}()
+		}
+	}()
+	return &Client{network: "unix", addr: sock, host: "toolgate", token: "t"}
+}
+
+// TestAnswers: each way a server may frame its answer decodes to the same
+// result; a malformed or cut answer is an error, never a hang or a wrong
+// result.
+func TestAnswers(t *testing.T) {
+	const result = `{"exitCode":0,"output":{"n":1}}`
+	head := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+	for _, tc := range []struct {
+		name, answer, err string
+	}{
+		{"content length", head + "Content-Length: 31\r\n\r\n" + result, ""},
+		{"chunked", head + "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"exi\r\n1a;ext=1\r\ntCode\":0,\"output\":{\"n\":1}}\r\n0\r\n\r\n", ""},
+		{"to the end", head + "\r\n" + result, ""},
+		{"bare LF lines", "HTTP/1.1 200 OK\nContent-Type: application/json\nContent-Length: 31\n\n" + result, ""},
+		{"after 100 Continue", "HTTP/1.1 100 Continue\r\n\r\n" + head + "Content-Length: 31\r\n\r\n" + result, ""},
+		{"cut body", head + "Content-Length: 31\r\n\r\n" + result[:20], "unexpected EOF"},
+		{"cut chunk", head + "Transfer-Encoding: chunked\r\n\r\n1f\r\n" + result[:20], "unexpected EOF"},
+		{"chunk without its line end", head + "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"exiXX1a\r\ntCode\":0,\"output\":{\"n\":1}}\r\n0\r\n\r\n", "line end"},
+		{"bad chunk size", head + "Transfer-Encoding: chunked\r\n\r\nzz\r\n" + result, "chunk size"},
+		{"negative length", head + "Content-Length: -1\r\n\r\n", "content length"},
+		{"gzip", head + "Transfer-Encoding: gzip\r\n\r\n", "transfer encoding"},
+		{"not HTTP", "SSH-2.0-OpenSSH\r\n\r\n", "status line"},
+		{"bad status", "HTTP/1.1 2x0 OK\r\n\r\n", "status line"},
+		{"header without colon", "HTTP/1.1 200 OK\r\nContent-Type application/json\r\n\r\n", "header line"},
+		{"no answer", "", "unexpected EOF"},
+		{"head cut", "HTTP/1.1 200 OK\r\nContent-Type: app", "unexpected EOF"},
+		{"error body", "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\n\r\n" +
+			`{"error":{"code":"denied","message":"no","rule":"r"}}`, "denied (r): no"},
+		{"error without body", "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 4\r\n\r\noops", "daemon answered 502 Bad Gateway: oops"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := rawServer(t, tc.answer).Call(context.Background(), "demo", "exec", map[string]any{}, nil, nil)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %v, %v; want an error with %q", res, err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ExitCode == nil || *res.ExitCode != 0 || res.Output.(map[string]any)["n"] != jsonNumber("1") {
+				t.Fatalf("result %+v", res)
+			}
+		})
+	}
+}
+
+// TestHeadBounded: an endless header is refused at 1 MiB, not read into
+// memory until the server stops.
+func TestHeadBounded(t *testing.T) {
+	long := "HTTP/1.1 200 OK\r\nX: " + strings.Repeat("a", maxHead) + "\r\n\r\n"
+	_, err := rawServer(t, long).Call(context.Background(), "demo", "exec", map[string]any{}, nil, nil)
+	if !errors.Is(err, errHeadTooLong) {
+		t.Fatalf("got %v, want %v", err, errHeadTooLong)
+	}
+}
+
+// TestDaemonDown: nothing listening on the socket is ErrDaemonDown.
+func TestDaemonDown(t *testing.T) {
+	c := &Client{network: "unix", addr: filepath.Join(t.TempDir(), "admin.sock"), host: "toolgate", token: "t"}
+	if _, err := c.Call(context.Background(), "demo", "exec", map[string]any{}, nil, nil); !errors.Is(err, ErrDaemonDown) {
+		t.Fatalf("got %v, want ErrDaemonDown", err)
+	}
+}
+
+// TestHeaderInjection: a value that would end its header line is refused,
+// not sent as two headers.
+func TestHeaderInjection(t *testing.T) {
+	c := rawServer(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+	_, err := c.WithSession("s\r\nAuthorization: Bearer other").Call(context.Background(), "demo", "exec", map[string]any{}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "control character") {
+		t.Fatalf("got %v, want a refused header", err)
+	}
+}
+
+// TestRawBodies: a raw call's body arrives whole, of a stated size or
+// chunked when unknown; a body shorter or longer than its stated size fails
+// the call instead of sending something else.
+func TestRawBodies(t *testing.T) {
+	var got []byte
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
+		got, _ = io.ReadAll(r.Body)
+		wire.WriteJSON(w, &gateway.Result{Output: map[string]any{"args": r.Header.Get(ArgsHeader)}})
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := tcpClient(srv)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // over the one-write size
+	for _, tc := range []struct {
+		name string
+		body []byte
+		size int64
+		err  string
+	}{
+		{"small", []byte("hello"), 5, ""},
+		{"empty", nil, 0, ""},
+		{"big", big, int64(len(big)), ""},
+		{"unknown size", big, -1, ""},
+		{"small and short", []byte("hell"), 5, "4 bytes of 5"},
+		{"small and long", []byte("hello!"), 5, "longer than"},
+		{"big and short", big[1:], int64(len(big)), "bytes of"},
+		{"big and long", big, int64(len(big) - 1), "longer than"},
+	} {
+		got = nil
+		_, err := c.CallRaw(context.Background(), "demo", "write", map[string]any{"path": "f"}, bytes.NewReader(tc.body), tc.size)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if !bytes.Equal(got, tc.body) {
+			t.Errorf("%s: server got %d bytes, want %d", tc.name, len(got), len(tc.body))
+		}
+	}
+}
+
+// TestEarlyRefusal: a server that answers before reading a big body (too
+// large, denied) is heard, not hidden behind the broken write.
+func TestEarlyRefusal(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
+		wire.WriteError(w, http.StatusRequestEntityTooLarge, &wire.Error{Code: "too_large", Message: "over the limit"})
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	big := bytes.NewReader(make([]byte, 64<<20))
+	_, err := tcpClient(srv).CallRaw(context.Background(), "demo", "write", map[string]any{}, big, big.Size())
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Code != "too_large" {
+		t.Fatalf("got %v, want the server's too_large", err)
+	}
+}
+
+// TestCancelStream: cancelling the context ends a call whose answer is
+// still streaming, with the context's error.
+func TestCancelStream(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body) // then the server watches the connection for its end
+		fw := wire.NewFrameWriter(w)
+		_ = fw.Write(&wire.Frame{Stdout: []byte("started\n")})
+		<-r.Context().Done()
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &signalWriter{wrote: make(chan struct{}, 1)}
+	done := make(chan error, 1)
+	go func() {
+		_, err := tcpClient(srv).Call(ctx, "demo", "exec", map[string]any{}, out, io.Discard)
+		done <- err
+	}()
+	<-out.wrote
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the call did not end when its context did")
+	}
+}
+
+type signalWriter struct{ wrote chan struct{} }
+
+func (s *signalWriter) Write(p []byte) (int, error) {
+	select {
+	case s.wrote <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+// TestRawOutTrailer: a raw read's bytes and its outcome in the trailer,
+// from the real server's chunked answer.
+func TestRawOutTrailer(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", MediaRaw)
+		w.Header().Set("Trailer", ResultTrailer)
+		_, _ = w.Write([]byte("file bytes"))
+		w.(http.Flusher).Flush()
+		w.Header().Set(ResultTrailer, `{"result":{"output":{"bytes":10}}}`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	var out bytes.Buffer
+	res, err := tcpClient(srv).CallRawOut(context.Background(), "demo", "read", map[string]any{}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "file bytes" || res.Output.(map[string]any)["bytes"] != jsonNumber("10") {
+		t.Fatalf("got %q, %+v", out.String(), res)
+	}
+}
+
+// TestDialReadsToken: Dial takes the token from the home and reaches its
+// socket.
+func TestDialReadsToken(t *testing.T) {
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, TokenFile), []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", filepath.Join(home, SocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var auth string
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = r.Header.Get("Authorization")
+		wire.WriteJSON(w, []AgentStatus{{Agent: "demo"}})
+	})}
+	go srv.Serve(l)
+	defer srv.Close()
+	c, err := Dial(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := c.Agents(context.Background())
+	if err != nil || len(rows) != 1 || rows[0].Agent != "demo" || auth != "Bearer tok" {
+		t.Fatalf("rows %v, err %v, auth %q", rows, err, auth)
+	}
+}
+
+// FuzzReadResponse: whatever a peer sends, reading its answer ends without
+// a panic, within the bounds.
+func FuzzReadResponse(f *testing.F) {
+	f.Add([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"))
+	f.Add([]byte("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nToolgate-Result: {}\r\n\r\n"))
+	f.Add([]byte("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 403 Forbidden\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		resp, err := readResponse(bufio.NewReader(bytes.NewReader(b)))
+		if err != nil {
+			return
+		}
+		n, _ := io.Copy(io.Discard, resp.body)
+		if n > int64(len(b)) {
+			t.Fatalf("read %d body bytes from %d", n, len(b))
+		}
+	})
+}
+
+// jsonNumber is how a decoded result holds a number: exact, as written.
+func jsonNumber(s string) any { return json.Number(s) }
