@@ -19,11 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testenv.StopPostgres()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 func entry(i int, agent string) *gateway.Entry {
 	return &gateway.Entry{TS: time.Now().UTC(), ID: gateway.NewID(), Phase: gateway.PhaseDecision,

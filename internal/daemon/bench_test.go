@@ -21,6 +21,7 @@ import (
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testenv/tmpdir"
 )
 
 // BenchmarkExecTrue compares `exec true` through the admin API (gateway →
@@ -158,7 +159,7 @@ func benchLargeFile(b *testing.B, size int64, read bool) {
 		b.Fatal(err)
 	}
 	toolgate, _ := testenv.Binaries(b)
-	dir := b.TempDir()
+	dir := tmpdir.For(b) // up to 512 MiB: not left behind by a killed run
 	src, out := filepath.Join(dir, "big.bin"), filepath.Join(dir, "out.bin")
 	f, err := os.Create(src)
 	if err == nil {

@@ -27,14 +27,7 @@ import (
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if testenv.DockerError() == nil {
-		_ = testenv.RemoveSandboxes(testenv.Prefix())
-	}
-	testenv.StopPostgres()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // env is a toolgate home with a running daemon.
 type env struct {

@@ -21,16 +21,20 @@ import (
 )
 
 // browser starts a real headless Chromium with a fresh profile and nothing
-// that reaches the network by itself. Missing, the test fails in CI.
+// that reaches the network by itself. Missing, the test fails in CI. Its
+// temporary files are in the test's directory too: the directory of its
+// singleton socket, which it leaves when it is killed (as chromedp ends
+// it), piled up in /tmp otherwise.
 func browser(t *testing.T) context.Context {
 	t.Helper()
 	testenv.NeedPrograms(t, "chromium")
 	path, _ := exec.LookPath("chromium")
+	dir := t.TempDir()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 900),
+		chromedp.UserDataDir(filepath.Join(dir, "profile")), chromedp.Env("TMPDIR=" + dir), chromedp.WindowSize(1400, 900),
 	}
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)
@@ -42,6 +46,33 @@ func browser(t *testing.T) context.Context {
 		t.Fatalf("starting chromium: %v", err)
 	}
 	return ctx
+}
+
+// TestBrowserTempInTest: the browser's singleton socket, which a killed
+// browser leaves behind, is in the test's own directory, not in /tmp.
+func TestBrowserTempInTest(t *testing.T) {
+	ctx := browser(t)
+	pid := chromedp.FromContext(ctx).Browser.Process().Pid
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var profile string
+	for _, arg := range strings.Split(string(cmdline), "\x00") {
+		if v, ok := strings.CutPrefix(arg, "--user-data-dir="); ok {
+			profile = v
+		}
+	}
+	if profile == "" {
+		t.Fatalf("browser %d has no --user-data-dir: %q", pid, cmdline)
+	}
+	sock, err := os.Readlink(filepath.Join(profile, "SingletonSocket"))
+	if err != nil {
+		t.Fatalf("the browser's singleton socket: %v", err)
+	}
+	if !strings.HasPrefix(sock, filepath.Dir(profile)+string(filepath.Separator)) {
+		t.Fatalf("the browser's singleton socket is %s, outside the test's %s: a killed browser leaves its directory", sock, filepath.Dir(profile))
+	}
 }
 
 // freePort is a loopback address nothing listens on.

@@ -24,6 +24,8 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
 const dockerKey = "sk-ant-host-only-4b1d7e0c9a"
 
 // A process in a real sandbox (network none) calls the model base URL its

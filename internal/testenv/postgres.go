@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/toolgate/toolgate/internal/testenv/tmpdir"
 )
 
 // Postgres is a real PostgreSQL server (Debian's postgresql package) run
@@ -36,8 +37,8 @@ var (
 )
 
 // NeedPostgres returns the process's PostgreSQL server, started on first
-// use. It skips when none can be started, and fails when Strict. The
-// package's TestMain calls StopPostgres.
+// use. It skips when none can be started, and fails when Strict. Main
+// stops it.
 func NeedPostgres(t testing.TB) *Postgres {
 	t.Helper()
 	pgOnce.Do(func() { pg, pgErr = startPostgres() })
@@ -50,8 +51,8 @@ func NeedPostgres(t testing.TB) *Postgres {
 	return pg
 }
 
-// StopPostgres stops the server, if one was started, and removes its data.
-func StopPostgres() {
+// stopPostgres stops the server, if one was started, and removes its data.
+func stopPostgres() {
 	if pg == nil {
 		return
 	}
@@ -65,7 +66,7 @@ func startPostgres() (*Postgres, error) {
 		return nil, fmt.Errorf("no /usr/lib/postgresql/*/bin/pg_ctl (apt-get install postgresql)")
 	}
 	p := &Postgres{bin: filepath.Dir(bins[len(bins)-1])}
-	root, err := os.MkdirTemp("", "toolgate-pg-")
+	root, err := tmpdir.New("toolgate-pg")
 	if err != nil {
 		return nil, err
 	}

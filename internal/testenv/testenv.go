@@ -1,7 +1,7 @@
 // Package testenv gives tests what they share: a verdict on whether a real
 // Docker Engine is reachable (required under TOOLGATE_REQUIRE_DOCKER=1, as
 // in CI), the project's binaries built once per test process, and clean-up
-// of the sandboxes a test run created.
+// of the sandboxes and directories a test run created (Main).
 package testenv
 
 import (
@@ -12,22 +12,26 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
 	"github.com/toolgate/toolgate/internal/sandbox/rootfs"
+	"github.com/toolgate/toolgate/internal/testenv/tmpdir"
 )
 
 var (
-	dockerOnce sync.Once
-	dockerErr  error
+	dockerOnce  sync.Once
+	dockerErr   error
+	dockerAsked atomic.Bool // whether a test of this process wanted Docker
 )
 
 // DockerError reports why the Engine is unusable, nil when it answers.
 func DockerError() error {
 	dockerOnce.Do(func() {
+		dockerAsked.Store(true)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		m, err := docker.New(ctx, docker.Options{})
@@ -52,6 +56,20 @@ func NeedDocker(t testing.TB) {
 	}
 }
 
+// Main runs a package's tests (for its TestMain: os.Exit(testenv.Main(m)))
+// and then removes what testenv made for them that lives as long as the
+// process: this run's sandboxes, when a test used Docker; the Postgres
+// server; the binaries.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if dockerAsked.Load() && DockerError() == nil {
+		_ = RemoveSandboxes(Prefix())
+	}
+	stopPostgres()
+	_ = tmpdir.RemoveAll()
+	return code
+}
+
 var (
 	buildOnce sync.Once
 	buildDir  string
@@ -61,10 +79,12 @@ var (
 // Binaries builds toolgate, toolgate-gateway and the static toolgate-client
 // and toolgate-launch once per test process, side by side as toolgate and
 // the daemon expect, and returns the paths of toolgate and the client.
+// They live as long as the process (~119 MB): Main removes them, and a
+// later test process what a killed one left (tmpdir).
 func Binaries(t testing.TB) (toolgate, clientBin string) {
 	t.Helper()
 	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "toolgate-bin-")
+		buildDir, buildErr = tmpdir.New("toolgate-bin")
 		if buildErr != nil {
 			return
 		}

@@ -17,11 +17,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testenv.StopPostgres()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // TestAuditQueryAllGateways: two gateways' logs copied into one real
 // PostgreSQL answer `audit query --all-gateways` with the same filters,

@@ -11,6 +11,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks/hookcall"
+	"github.com/toolgate/toolgate/internal/testenv/tmpdir"
 )
 
 // BenchmarkStartup: New on a log of the given size. "state" loads the saved
@@ -19,7 +20,7 @@ import (
 // start-up before the state existed: the window read twice, once per type.
 func BenchmarkStartup(b *testing.B) {
 	for _, mb := range []int{64, 256} {
-		dir := b.TempDir()
+		dir := tmpdir.For(b) // 320 MiB of logs: not left behind by a killed run
 		auditDir := filepath.Join(dir, "logs")
 		aw, err := audit.Open(auditDir, audit.Options{Logger: quiet})
 		if err != nil {

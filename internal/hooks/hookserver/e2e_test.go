@@ -22,13 +22,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if testenv.DockerError() == nil {
-		_ = testenv.RemoveSandboxes(testenv.Prefix())
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // sandboxEnv is a real Docker sandbox whose agent socket serves the hook
 // routes of a gateway running in this test.

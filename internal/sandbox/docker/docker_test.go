@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/toolgate/toolgate/internal/testenv/timing"
+	"github.com/toolgate/toolgate/internal/testenv/tmpdir"
 	"io"
 	"os"
 	"os/exec"
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 func testMain(m *testing.M) int {
 	ctx := context.Background()
 	var err error
-	if testTmp, err = os.MkdirTemp("", "toolgate-docker-test-"); err != nil {
+	if testTmp, err = tmpdir.New("toolgate-docker-test"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -120,7 +120,7 @@ func importImage(ctx context.Context, t testing.TB, dir string) (string, error) 
 
 // TestMain removes this run's namespace (pods, claims) and volumes.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testenv.Main(m)
 	if c := theCluster; c != nil {
 		ctx := context.Background()
 		_ = c.cs.CoreV1().Namespaces().Delete(ctx, c.ns, metav1.DeleteOptions{})

@@ -21,11 +21,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	_ = testenv.RemoveSandboxes(testenv.Prefix())
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
 // startSandbox runs image as a toolgate sandbox with the defaults (read-only
 // root, network none, all capabilities dropped, user 1000) and waits for a
