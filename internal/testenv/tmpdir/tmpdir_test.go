@@ -32,6 +32,28 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// startOwner runs exe (the test binary or a copy of it) as an owner process
+// that makes a directory of prefix with New, and returns the process and
+// the directory. The process is killed at the test's end.
+func startOwner(t *testing.T, exe, prefix string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+prefix)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the owner process printed no directory: %v", err)
+	}
+	return cmd, strings.TrimSpace(line)
+}
+
 func needProc(t *testing.T) {
 	t.Helper()
 	if !procReadable() {
@@ -46,25 +68,8 @@ func TestKilledOwnerSwept(t *testing.T) {
 	needProc(t)
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	start := func() (*exec.Cmd, string) {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"=toolgate-bin")
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		line, err := bufio.NewReader(out).ReadString('\n')
-		if err != nil {
-			t.Fatalf("the owner process printed no directory: %v", err)
-		}
-		return cmd, strings.TrimSpace(line)
-	}
-	killed, killedDir := start()
-	running, runningDir := start()
+	killed, killedDir := startOwner(t, os.Args[0], "toolgate-bin")
+	running, runningDir := startOwner(t, os.Args[0], "toolgate-bin")
 	if filepath.Dir(killedDir) != tmp || !strings.HasPrefix(filepath.Base(killedDir), "toolgate-bin-"+strconv.Itoa(killed.Process.Pid)+".") {
 		t.Fatalf("owner %d made %s: not named after it under %s", killed.Process.Pid, killedDir, tmp)
 	}
@@ -190,9 +195,10 @@ func TestFor(t *testing.T) {
 
 func TestStartTimeOfCommandWithParens(t *testing.T) {
 	needProc(t)
-	// The command name is taken up to the last ')': a name holding ") 1 2"
+	// The command name is taken up to the last ')': a name like "a) b (c"
 	// would otherwise shift the fields. A copy of the test binary so named
-	// shows it.
+	// shows it: its start time is no earlier than this process's (a field
+	// shifted is a thread count or a memory size).
 	exe := filepath.Join(t.TempDir(), "a) b (c")
 	data, err := os.ReadFile(os.Args[0])
 	if err != nil {
@@ -202,24 +208,17 @@ func TestStartTimeOfCommandWithParens(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("TMPDIR", t.TempDir())
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=paren")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := filepath.Base(strings.TrimSpace(line))
-	owner := strings.TrimPrefix(base, "paren-")
+	_, dir := startOwner(t, exe, "paren")
+	owner := strings.TrimPrefix(filepath.Base(dir), "paren-")
 	owner = owner[:strings.LastIndexByte(owner, '-')]
 	if !wellFormed(owner) || !alive(owner) {
 		t.Fatalf("owner %q of the process named %q: well-formed %v, alive %v", owner, filepath.Base(exe), wellFormed(owner), alive(owner))
+	}
+	_, childStart, _ := strings.Cut(owner, ".")
+	_, myStart, _ := strings.Cut(self(), ".")
+	c, _ := strconv.ParseUint(childStart, 10, 64)
+	m, _ := strconv.ParseUint(myStart, 10, 64)
+	if c < m {
+		t.Fatalf("the process named %q started at %d, before this one (%d): the wrong field", filepath.Base(exe), c, m)
 	}
 }
