@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/rootfs"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testenv/tmpdir"
 )
 
 // The real single-node cluster scripts/kubernetes/up.sh starts (API
@@ -100,11 +101,10 @@ func importImage(ctx context.Context, t testing.TB, dir string) (string, error) 
 		return "", err
 	}
 	ref := fmt.Sprintf("toolgate.test/sandbox:%d", os.Getpid())
-	f, err := os.CreateTemp("", "toolgate-image-*.tar")
+	f, err := os.CreateTemp(tmpdir.For(t), "image-*.tar")
 	if err != nil {
 		return "", err
 	}
-	defer os.Remove(f.Name())
 	defer f.Close()
 	bins := Binaries{Client: client, Launcher: filepath.Join(filepath.Dir(client), "toolgate-launch")}
 	if err := WriteImage(ctx, f, ref, p, rootfs.Env{}, bins); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/sandbox/rootfs"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testenv/tmpdir"
 )
 
 // TestGatewayImage builds the gateway's image offline, imports it into the
@@ -34,11 +35,10 @@ func TestGatewayImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := fmt.Sprintf("toolgate.test/gateway:%d", os.Getpid())
-	f, err := os.CreateTemp("", "toolgate-gateway-*.tar")
+	f, err := os.CreateTemp(tmpdir.For(t), "gateway-*.tar")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.Remove(f.Name())
 	defer f.Close()
 	bins := Binaries{Client: client, Launcher: filepath.Join(dir, "toolgate-launch"), Gateway: filepath.Join(dir, "toolgate-gateway")}
 	if err := WriteImage(ctx, f, ref, p, rootfs.Env{}, bins); err != nil {
