@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
 	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testenv/cgroup"
 	"github.com/toolgate/toolgate/internal/testenv/timing"
 )
 
@@ -102,6 +104,28 @@ func (e *env) waitExecutor(t testing.TB, agent string) {
 	}
 }
 
+// sandboxCPU returns a reader of the CPU cgroup of agent's sandbox: what a
+// benchmark's calls cost the sandbox, and how long its quota held it back.
+func (e *env) sandboxCPU(b *testing.B, agent string) func() cgroup.CPUStat {
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cli.Close()
+	res, err := cli.ContainerInspect(context.Background(), e.containerID(agent), client.ContainerInspectOptions{})
+	if err != nil || res.Container.State == nil {
+		b.Fatalf("inspecting the sandbox: %v", err)
+	}
+	pid := res.Container.State.Pid
+	return func() cgroup.CPUStat {
+		s, err := cgroup.ProcessCPU(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+}
+
 // timeInSandbox runs the timer in agent's sandbox: n runs of argv, c at a time.
 func (e *env) timeInSandbox(t testing.TB, agent string, n, c int, argv ...string) timing.Latency {
 	t.Helper()
@@ -156,6 +180,7 @@ func BenchmarkGoalExec64(b *testing.B) {
 	}
 	args := map[string]any{"argv": []string{"true"}}
 	e.waitExecutor(b, a)
+	cpu := e.sandboxCPU(b, a)
 	b.Run("toolgate", func(b *testing.B) {
 		d := make([]time.Duration, b.N)
 		next := make(chan int, b.N)
@@ -165,7 +190,7 @@ func BenchmarkGoalExec64(b *testing.B) {
 		close(next)
 		var wg sync.WaitGroup
 		b.ResetTimer()
-		start := time.Now()
+		start, used := time.Now(), cpu()
 		for _, c := range cs {
 			wg.Go(func() {
 				for i := range next {
@@ -182,13 +207,16 @@ func BenchmarkGoalExec64(b *testing.B) {
 		wg.Wait()
 		wall := time.Since(start)
 		b.StopTimer()
+		cpu().Sub(used).Report(b, b.N, "call")
 		slices.Sort(d)
 		b.ReportMetric(float64(d[len(d)/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(d[len(d)*99/100].Microseconds())/1000, "p99-ms")
 		b.ReportMetric(float64(b.N)/wall.Seconds(), "calls/s")
 	})
 	b.Run("baseline", func(b *testing.B) {
+		used := cpu()
 		l := e.timeInSandbox(b, a, b.N, clients, "/bin/true")
+		cpu().Sub(used).Report(b, b.N, "call")
 		l.Report(b)
 		b.ReportMetric(l.PerSecond, "calls/s")
 	})
