@@ -25,6 +25,7 @@ import (
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/hostexec"
+	"github.com/toolgate/toolgate/internal/testenv/cgroup"
 )
 
 // Shared by the Docker tests; set up once in TestMain.
@@ -232,7 +233,7 @@ func TestSecurityDefaults(t *testing.T) {
 		{"no-new-privileges", len(hc.SecurityOpt) == 1 && hc.SecurityOpt[0] == "no-new-privileges", hc.SecurityOpt},
 		{"not privileged", !hc.Privileged, hc.Privileged},
 		{"memory", hc.Memory == spec.Memory, hc.Memory},
-		{"cpus", hc.NanoCPUs == 1e9, hc.NanoCPUs},
+		{"cpus", hc.NanoCPUs == 0 && hc.CPUPeriod == 10_000 && hc.CPUQuota == 10_000, [3]int64{hc.NanoCPUs, hc.CPUPeriod, hc.CPUQuota}},
 		{"pids", hc.PidsLimit != nil && *hc.PidsLimit == spec.Pids, hc.PidsLimit},
 		{"user", c.Config.User == "1000:1000", c.Config.User},
 		{"tmpfs /tmp", strings.Contains(hc.Tmpfs["/tmp"], "size=64m"), hc.Tmpfs},
@@ -266,6 +267,38 @@ func TestSecurityDefaults(t *testing.T) {
 	if fi, err := os.Stat(spec.ToolsBinDir()); err != nil || !fi.IsDir() {
 		t.Errorf("tools/bin dir on the host: %v", err)
 	}
+}
+
+// TestCPULimit checks the CFS bandwidth the sandbox really gets, as the
+// kernel holds it for the container (read from the host) and as a program
+// inside sees it: the configured cpus over a 10 ms period. A changed cpus
+// is a changed sandbox.
+func TestCPULimit(t *testing.T) {
+	spec, sb := newAgent(t, func(s *sandbox.AgentSpec) { s.CPUs = 1.5 })
+	// Whichever cgroup version the host runs, as "QUOTA PERIOD".
+	inside := []string{"sh", "-c", `if [ -e /sys/fs/cgroup/cpu.max ]; then cat /sys/fs/cgroup/cpu.max; ` +
+		`else echo $(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us) $(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us); fi`}
+	check := func(want string) {
+		t.Helper()
+		if r := mustRun(t, sb, inside...); strings.TrimSpace(r.stdout) != want {
+			t.Errorf("inside the sandbox: cpu limit %q (%s), want %q", r.stdout, r.stderr, want)
+		}
+		got, err := cgroup.Limit(inspect(t, sb.ContainerID()).State.Pid)
+		if err != nil || got != want {
+			t.Errorf("the container's cgroup: %q %v, want %q", got, err, want)
+		}
+	}
+	check("15000 10000")
+
+	old := sb.ContainerID()
+	spec.CPUs = 0.05 // under 0.1: Docker's 100 ms period, same share
+	if _, err := testMgr.Ensure(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if sb.ContainerID() == old {
+		t.Fatal("a changed cpus re-attached the old sandbox")
+	}
+	check("5000 100000")
 }
 
 func TestEnsureReattachesAcrossManagers(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -389,8 +390,9 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec, s
 			"/tmp":       "rw,nosuid,nodev,size=64m,mode=1777",
 			proto.RunDir: fmt.Sprintf("rw,nosuid,nodev,noexec,size=1m,mode=0700,uid=%d,gid=%d", uid, gid),
 		},
-		Resources: container.Resources{Memory: spec.Memory, NanoCPUs: int64(spec.CPUs * 1e9)},
+		Resources: cpuLimit(spec.CPUs),
 	}
+	hc.Resources.Memory = spec.Memory
 	if pids > 0 {
 		hc.PidsLimit = &pids
 	}
@@ -401,6 +403,38 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec, s
 	_ = json.NewEncoder(h).Encode([]any{specVersion, img.ID, clientSum, launcherSum, cfg, hc, mountedDirs(hc.Mounts)})
 	cfg.Labels[LabelSpec] = hex.EncodeToString(h.Sum(nil))[:16]
 	return cfg, hc, nil
+}
+
+// cfsPeriod is the CFS period a sandbox's CPU limit is enforced over.
+// Docker's --cpus uses 100 ms: a sandbox that spent its quota early in a
+// period (two cores burn a one-CPU quota in 50 ms) then stands still for
+// the rest of it, and every call in flight waits those tens of ms (issue
+// 13: 64 concurrent `exec true` are throttled in most periods). 10 ms
+// bounds one stall at a tenth of that for the same share. Not shorter: the
+// kernel hands quota to each CPU in 5 ms slices
+// (sched_cfs_bandwidth_slice_us), so in a shorter period one CPU's slice
+// could take a one-CPU sandbox's whole quota while its other runnable
+// tasks wait on the next.
+const cfsPeriod = 10_000 // µs
+
+// minCFSQuota is the smallest quota the kernel (and the Engine) accepts.
+const minCFSQuota = 1000 // µs
+
+// cpuLimit is a limit of cpus CPUs (0: none) as a CFS quota over
+// cfsPeriod: cpus means what Docker's --cpus means, quota/period = cpus.
+// A cpus the short period cannot hold exactly — more than four decimals,
+// or under 0.1, whose quota would be under the kernel's 1 ms — takes
+// Docker's own period, 100 ms, and the quota --cpus would give.
+func cpuLimit(cpus float64) container.Resources {
+	if cpus <= 0 {
+		return container.Resources{}
+	}
+	period := int64(cfsPeriod)
+	quota := cpus * cfsPeriod
+	if quota < minCFSQuota || math.Abs(quota-math.Round(quota)) > 1e-6 {
+		period, quota = 100_000, math.Trunc(cpus*100_000)
+	}
+	return container.Resources{CPUPeriod: period, CPUQuota: int64(math.Round(quota))}
 }
 
 // mountedDirs names the directories a container binds by device and inode:

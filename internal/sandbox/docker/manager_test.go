@@ -88,3 +88,27 @@ func TestInstancesIsolated(t *testing.T) {
 		t.Fatal("Remove in one instance removed the other's container")
 	}
 }
+
+func TestCPULimitQuota(t *testing.T) {
+	for _, tt := range []struct {
+		cpus          float64
+		period, quota int64
+	}{
+		{0, 0, 0}, // no limit
+		{1, 10_000, 10_000},
+		{0.5, 10_000, 5_000},
+		{1.5, 10_000, 15_000},
+		{0.3, 10_000, 3_000},
+		{0.1, 10_000, 1_000},
+		{1024, 10_000, 10_240_000},
+		// The short period cannot hold these: Docker's own, as --cpus.
+		{0.05, 100_000, 5_000},
+		{0.01, 100_000, 1_000},
+		{1.23456, 100_000, 123_456},
+	} {
+		r := cpuLimit(tt.cpus)
+		if r.CPUPeriod != tt.period || r.CPUQuota != tt.quota || r.NanoCPUs != 0 {
+			t.Errorf("cpus %g: period %d quota %d nano %d, want %d %d", tt.cpus, r.CPUPeriod, r.CPUQuota, r.NanoCPUs, tt.period, tt.quota)
+		}
+	}
+}
