@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,7 +62,6 @@ func TestRun(t *testing.T) {
 		{"env empty key", []string{"run", "--env", "=x", "--", "true"}, 2, "", "want KEY=VALUE"},
 		{"bad call id", []string{"run", "--call", "../x", "--", "true"}, 2, "", "invalid call id"},
 		{"kill bad id", []string{"kill", "--call", "a/b"}, 2, "", "invalid call id"},
-		{"kill ended call", []string{"kill", "--call", "gone"}, 0, "", ""},
 		{"unknown command", []string{"frobnicate"}, 2, "", "unknown command"},
 	}
 	for _, tt := range tests {
@@ -90,7 +90,7 @@ func TestKillEndsGroup(t *testing.T) {
 	var bg int
 	for bg == 0 {
 		time.Sleep(5 * time.Millisecond)
-		if _, err := os.Stat(filepath.Join(calls, "k1")); err != nil {
+		if _, err := os.Lstat(filepath.Join(calls, "k1")); err != nil {
 			continue
 		}
 		b, _ := os.ReadFile(pidFile)
@@ -122,4 +122,85 @@ func alive(pid int) bool {
 		}
 	}
 	return true
+}
+
+// TestKillBeforeRun is a kill that comes before its call's run recorded
+// the process group (an Engine exec still starting): it leaves a tombstone,
+// and the run it was meant for never starts its command.
+func TestKillBeforeRun(t *testing.T) {
+	calls, work := t.TempDir(), t.TempDir()
+	if code, _, e := runClient(t, calls, "kill", "--call", "early"); code != 0 {
+		t.Fatalf("kill: %d %s", code, e)
+	}
+	ran := filepath.Join(work, "ran")
+	code, _, e := runClient(t, calls, "run", "--timeout", "10s", "--call", "early", "--", "sh", "-c", "touch "+ran+"; sleep 100")
+	if code != 137 || !strings.Contains(e, "killed before it started") {
+		t.Fatalf("run after its kill: exit %d, %q; want 137", code, e)
+	}
+	if _, err := os.Stat(ran); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the killed call ran: %v", err)
+	}
+	if left, _ := os.ReadDir(calls); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	// The tombstone was for that call only: the next one runs.
+	if code, _, e := runClient(t, calls, "run", "--call", "next", "--", "true"); code != 0 {
+		t.Fatalf("next call: %d %s", code, e)
+	}
+}
+
+// TestKillRacesRun kills calls while their run is starting them, in
+// whatever order the two happen to go: every call ends killed, none runs
+// on to its timeout.
+func TestKillRacesRun(t *testing.T) {
+	old := callsDir
+	callsDir = t.TempDir()
+	t.Cleanup(func() { callsDir = old })
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	for i := range 40 {
+		id := "race-" + strconv.Itoa(i)
+		codes := make(chan int, 1)
+		go func() {
+			codes <- runCall(&callSpec{argv: []string{"sleep", "100"}, stdio: [3]*os.File{null, null, null}, timeout: 20 * time.Second, callID: id}, io.Discard)
+		}()
+		if i%2 == 1 {
+			time.Sleep(time.Duration(i) * 100 * time.Microsecond)
+		}
+		if code := cmdKill([]string{"--call", id}, io.Discard); code != 0 {
+			t.Fatalf("kill %s: %d", id, code)
+		}
+		if code := <-codes; code != 137 {
+			t.Fatalf("call %s: exit %d, want 137 (killed)", id, code)
+		}
+	}
+	left, _ := os.ReadDir(callsDir)
+	for _, e := range left {
+		if !strings.HasSuffix(e.Name(), tombstoneSuffix) {
+			t.Errorf("record left behind: %s", e.Name())
+		}
+	}
+}
+
+// TestTombstonesPruned: a kill of a call that had already ended leaves a
+// tombstone no run takes; a later kill removes it once it is old.
+func TestTombstonesPruned(t *testing.T) {
+	old := callsDir
+	callsDir = t.TempDir()
+	t.Cleanup(func() { callsDir = old })
+	if code := cmdKill([]string{"--call", "gone"}, io.Discard); code != 0 {
+		t.Fatalf("kill of an ended call: %d", code)
+	}
+	stone := filepath.Join(callsDir, "gone"+tombstoneSuffix)
+	pruneTombstones(time.Now().Add(-tombstoneAge)) // what the next kill does
+	if _, err := os.Lstat(stone); err != nil {
+		t.Fatalf("a fresh tombstone was pruned: %v", err)
+	}
+	pruneTombstones(time.Now().Add(time.Second)) // as the next kill does once it is old
+	if _, err := os.Lstat(stone); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("old tombstone kept: %v", err)
+	}
 }

@@ -93,6 +93,10 @@ type callSpec struct {
 // records the group under its call id, waits for the leader and then kills
 // the group. Messages go to stderr. It returns the exit code.
 func runCall(c *callSpec, stderr io.Writer) int {
+	if c.callID != "" && takeTombstone(c.callID) {
+		fmt.Fprintf(stderr, "toolgate-client run: call %s was killed before it started\n", c.callID)
+		return exitKilled
+	}
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
 	cmd.Dir, cmd.Env = c.dir, c.env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.stdio[0], c.stdio[1], c.stdio[2]
@@ -106,11 +110,15 @@ func runCall(c *callSpec, stderr io.Writer) int {
 	}
 	pgid := cmd.Process.Pid
 	if c.callID != "" {
-		f := filepath.Join(callsDir, c.callID)
-		if err := writeFile(f, strconv.Itoa(pgid)); err != nil {
+		if err := recordCall(c.callID, pgid); err != nil {
 			fmt.Fprintf(stderr, "toolgate-client run: recording call: %v\n", err)
 		} else {
-			defer os.Remove(f)
+			defer os.Remove(filepath.Join(callsDir, c.callID))
+		}
+		// A kill that came between the check above and the record found
+		// neither: its tombstone is here now.
+		if takeTombstone(c.callID) {
+			killGroup(pgid)
 		}
 	}
 
@@ -141,6 +149,49 @@ func runCall(c *callSpec, stderr io.Writer) int {
 	}
 }
 
+// exitKilled is the exit code of a call killed before it started, as of
+// one killed by SIGKILL.
+const exitKilled = 128 + int(syscall.SIGKILL)
+
+// A call's record in callsDir is a symlink named for its id whose target is
+// its process group: made in one syscall, so a kill never reads a torn
+// record (and, on tmpfs, an inode without a page). A kill that finds no
+// record leaves a tombstone, ID+tombstoneSuffix (no valid id has a dot),
+// which run checks before it starts the call and again once it recorded
+// it: the kill reads the record after it left the tombstone, run checks
+// the tombstone after it wrote the record, so one of them sees the other
+// and a call cancelled while its run was starting still dies.
+const tombstoneSuffix = ".killed"
+
+// tombstoneAge is how long a tombstone waits for its run: one left for a
+// call that had already ended is removed by a later kill after this.
+const tombstoneAge = 10 * time.Minute
+
+// recordCall records pgid under id.
+func recordCall(id string, pgid int) error {
+	return symlinkIn(strconv.Itoa(pgid), id)
+}
+
+// symlinkIn makes callsDir/name point at target, making callsDir first
+// when it is not there yet.
+func symlinkIn(target, name string) error {
+	p := filepath.Join(callsDir, name)
+	err := os.Symlink(target, p)
+	if errors.Is(err, os.ErrNotExist) {
+		if err = os.MkdirAll(callsDir, 0o700); err == nil {
+			err = os.Symlink(target, p)
+		}
+	}
+	return err
+}
+
+// takeTombstone reports whether a kill left a tombstone for id, and
+// removes it.
+func takeTombstone(id string) bool {
+	// Unlink alone: os.Remove would try rmdir too on every call without one.
+	return syscall.Unlink(filepath.Join(callsDir, id+tombstoneSuffix)) == nil
+}
+
 // killGroup kills a call's process group and waits, briefly, until init has
 // reaped every member (a killed member stays in the group as a zombie until
 // then), so a call that returns has no process left behind it.
@@ -167,7 +218,8 @@ func exitCode(cmd *exec.Cmd, err error) int {
 }
 
 // cmdKill kills the process group recorded for a call. A call that already
-// ended is not an error: the caller only wants it gone.
+// ended is not an error: the caller only wants it gone. A call not recorded
+// yet gets a tombstone, so its run does not go on with it.
 func cmdKill(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("kill", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -179,17 +231,24 @@ func cmdKill(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "toolgate-client kill: invalid call id %q\n", *callID)
 		return 2
 	}
-	b, err := os.ReadFile(filepath.Join(callsDir, *callID))
+	pgid, err := recordedGroup(*callID)
+	if errors.Is(err, os.ErrNotExist) {
+		pruneTombstones(time.Now().Add(-tombstoneAge))
+		if err = symlinkIn("killed", *callID+tombstoneSuffix); err != nil && !errors.Is(err, os.ErrExist) {
+			fmt.Fprintf(stderr, "toolgate-client kill: leaving a tombstone: %v\n", err)
+			return 1
+		}
+		// A run that recorded its call meanwhile may have checked for the
+		// tombstone before it was there: this kill must see its record.
+		if pgid, err = recordedGroup(*callID); err == nil {
+			_ = os.Remove(filepath.Join(callsDir, *callID+tombstoneSuffix))
+		}
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return 0
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "toolgate-client kill: %v\n", err)
-		return 1
-	}
-	pgid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pgid <= 1 {
-		fmt.Fprintf(stderr, "toolgate-client kill: bad process group record %q\n", b)
 		return 1
 	}
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
@@ -199,14 +258,30 @@ func cmdKill(args []string, stderr io.Writer) int {
 	return 0
 }
 
-// writeFile writes via a temp file and rename so kill never reads a torn record.
-func writeFile(path, content string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
+// recordedGroup is the process group recorded for id; an error wrapping
+// os.ErrNotExist when there is none.
+func recordedGroup(id string) (int, error) {
+	target, err := os.Readlink(filepath.Join(callsDir, id))
+	if err != nil {
+		return 0, err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
-		return err
+	pgid, err := strconv.Atoi(target)
+	if err != nil || pgid <= 1 {
+		return 0, fmt.Errorf("bad process group record %q", target)
 	}
-	return os.Rename(tmp, path)
+	return pgid, nil
+}
+
+// pruneTombstones removes the tombstones left before cutoff: their calls
+// had ended before the kill came, or never started.
+func pruneTombstones(cutoff time.Time) {
+	entries, _ := os.ReadDir(callsDir)
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), tombstoneSuffix) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && fi.ModTime().Before(cutoff) {
+			_ = os.Remove(filepath.Join(callsDir, e.Name()))
+		}
+	}
 }

@@ -476,12 +476,41 @@ func TestCancelKillsTree(t *testing.T) {
 	}
 }
 
+// TestKillBeforeStart is a call cancelled before its run recorded its
+// process group — on the Engine path, an exec still starting when the
+// caller went away: the kill finds nothing to end, so it leaves a
+// tombstone, and the call's command never runs.
+func TestKillBeforeStart(t *testing.T) {
+	spec, sb := newAgent(t)
+	for p, path := range execPaths {
+		t.Run(path.name, func(t *testing.T) {
+			id := fmt.Sprintf("early-%d", p)
+			ran := "ran-" + id
+			sb.killCall(context.Background(), id)
+			r := runVia(context.Background(), p, sb, gateway.ExecSpec{
+				Argv:   []string{"sh", "-c", "touch /workspace/" + ran + "; sleep 100"},
+				CallID: id, Timeout: 10 * time.Second,
+			})
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if r.out.ExitCode != 137 || r.out.TimedOut {
+				t.Fatalf("got exit %d timedOut=%v stderr %q; want 137, never started", r.out.ExitCode, r.out.TimedOut, r.stderr)
+			}
+			if _, err := os.Stat(filepath.Join(spec.Workspace, ran)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the cancelled call ran: %v", err)
+			}
+			assertNoSleep(t, sb)
+		})
+	}
+}
+
 // waitForCall waits until the client recorded the call's process group
 // (an Engine exec can take seconds to start on a loaded machine).
 func waitForCall(t *testing.T, sb *Sandbox, id string) {
 	t.Helper()
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if mustRun(t, sb, "test", "-e", proto.CallsDir+"/"+id).out.ExitCode == 0 {
+		if mustRun(t, sb, "test", "-L", proto.CallsDir+"/"+id).out.ExitCode == 0 {
 			return
 		}
 	}
