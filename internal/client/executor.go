@@ -86,7 +86,7 @@ func serveExec(w http.ResponseWriter, r *http.Request) {
 	}
 	var pipes [3][2]*os.File // [stdin, stdout, stderr][read, write]
 	for i := range pipes {
-		if pipes[i][0], pipes[i][1], err = os.Pipe(); err != nil {
+		if pipes[i], err = childPipe(i == 0); err != nil {
 			for _, p := range pipes[:i] {
 				p[0].Close()
 				p[1].Close()
@@ -147,6 +147,28 @@ func serveExec(w http.ResponseWriter, r *http.Request) {
 	timedOut := c.timeout > 0 && code == ExitTimeout && time.Since(start) >= c.timeout
 	_ = out.exit(proto.ExecExit{ExitCode: code, TimedOut: timedOut})
 	gone()
+}
+
+// childPipe is a pipe, [read, write], whose child's end (the read end when
+// the child reads) is a plain blocking descriptor: only the child uses it,
+// so it never enters this process's poller, which os.Pipe would put it in
+// and os/exec take it out of again — syscalls on every call's three pipes.
+// The executor's end is non-blocking, in the poller.
+func childPipe(childReads bool) ([2]*os.File, error) {
+	var fd [2]int
+	if err := syscall.Pipe2(fd[:], syscall.O_CLOEXEC); err != nil {
+		return [2]*os.File{}, os.NewSyscallError("pipe2", err)
+	}
+	ours := fd[0]
+	if childReads {
+		ours = fd[1]
+	}
+	if err := syscall.SetNonblock(ours, true); err != nil {
+		syscall.Close(fd[0])
+		syscall.Close(fd[1])
+		return [2]*os.File{}, os.NewSyscallError("fcntl", err)
+	}
+	return [2]*os.File{os.NewFile(uintptr(fd[0]), "|0"), os.NewFile(uintptr(fd[1]), "|1")}, nil
 }
 
 // parseExecRequest checks a request line; the environment is this
