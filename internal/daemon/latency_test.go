@@ -164,6 +164,8 @@ func BenchmarkGoalPluginCall(b *testing.B) {
 // beside the machine's floor for the same work: the same number of
 // `/bin/true` started 64 at a time inside the sandbox with no gateway at
 // all. Goal: toolgate p99 ≤ 100 ms with calls/s no lower than before.
+// Both also report what the sandbox spent in CPU per call and how long its
+// CPU quota held it back per CPU-second it used (cgroup cpu.stat).
 //
 //	go test ./internal/daemon -run '^$' -bench GoalExec64 -benchtime 2000x
 func BenchmarkGoalExec64(b *testing.B) {
