@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"hash"
 )
 
 // `toolgate-client put PATH SIZE SHA256|-` replaces PATH with the SIZE bytes
@@ -55,49 +54,4 @@ func ParseDigestTrailer(b []byte) ([sha256.Size]byte, error) {
 		return sum, ErrBadTrailer
 	}
 	return sum, nil
-}
-
-// HashBehind computes a stream's SHA-256 on a goroutine of its own while
-// the caller moves the bytes on: a copy and its digest use two cores, not
-// one after the other. The caller takes a buffer, fills it, Adds what it
-// filled, and may keep reading that slice until it takes its next buffer;
-// a buffer comes back only once it is hashed, so at most bufs buffers of
-// size bytes are held whatever the stream's length.
-type HashBehind struct {
-	free chan []byte
-	work chan []byte
-	sum  chan [sha256.Size]byte
-	h    hash.Hash
-}
-
-// NewHashBehind starts a hasher with bufs buffers of size bytes.
-func NewHashBehind(bufs, size int) *HashBehind {
-	hb := &HashBehind{free: make(chan []byte, bufs), work: make(chan []byte, bufs), sum: make(chan [sha256.Size]byte, 1), h: sha256.New()}
-	for range bufs {
-		hb.free <- make([]byte, size)
-	}
-	go func() {
-		for p := range hb.work {
-			hb.h.Write(p)
-			hb.free <- p[:cap(p)]
-		}
-		var s [sha256.Size]byte
-		hb.h.Sum(s[:0])
-		hb.sum <- s
-	}()
-	return hb
-}
-
-// Buffer is a free buffer, waiting while every one is still being hashed.
-func (hb *HashBehind) Buffer() []byte { return <-hb.free }
-
-// Add hashes p, a prefix of the last Buffer, behind the caller.
-func (hb *HashBehind) Add(p []byte) { hb.work <- p }
-
-// Sum waits until everything added is hashed and returns the digest; it
-// ends the hasher, and nothing may be added after it. A stream abandoned
-// half way calls it too, so the goroutine ends.
-func (hb *HashBehind) Sum() [sha256.Size]byte {
-	close(hb.work)
-	return <-hb.sum
 }

@@ -200,7 +200,7 @@ func WriteFileFrom(ctx context.Context, run Runner, p string, r io.Reader, size 
 }
 
 // digestBody is put's stdin for WriteFileFrom: the first size bytes of r,
-// hashed behind the copy (proto.HashBehind), then — once r is found to end
+// hashed behind the copy (hashBehind), then — once r is found to end
 // there and the digest is want, when given — the digest trailer. Anything
 // wrong ends the stream without it (put refuses: no trailer, or, for the
 // digest-first form, one byte past the size), and is kept for close.
@@ -211,7 +211,7 @@ type digestBody struct {
 	want *[sha256.Size]byte
 
 	mu     sync.Mutex // Read may still run on the request writer's goroutine when close is called
-	hb     *proto.HashBehind
+	hb     *hashBehind
 	closed bool
 	done   bool // the content's end was reached and judged
 	sum    [sha256.Size]byte
@@ -220,7 +220,7 @@ type digestBody struct {
 }
 
 func newDigestBody(r io.Reader, size int64, want *[sha256.Size]byte) *digestBody {
-	return &digestBody{r: r, size: size, left: size, want: want, hb: proto.NewHashBehind(4, proto.MaxFramePayload)}
+	return &digestBody{r: r, size: size, left: size, want: want, hb: newHashBehind(4, proto.MaxFramePayload)}
 }
 
 func (d *digestBody) Read(p []byte) (int, error) {
@@ -233,9 +233,9 @@ func (d *digestBody) Read(p []byte) (int, error) {
 		}
 		d.left -= int64(n)
 		for off := 0; off < n; { // the hasher gets its own copy: p is the caller's again on return
-			b := d.hb.Buffer()
+			b := d.hb.buffer()
 			c := copy(b, p[off:n])
-			d.hb.Add(b[:c])
+			d.hb.add(b[:c])
 			off += c
 		}
 		switch {
@@ -281,7 +281,7 @@ func (d *digestBody) Read(p []byte) (int, error) {
 // finish judges the content once its end is reached (err: what was wrong
 // with it) and sets what follows it. Called with mu held.
 func (d *digestBody) finish(err error) {
-	d.done, d.sum = true, d.hb.Sum()
+	d.done, d.sum = true, d.hb.digest()
 	if err == nil && d.want != nil && *d.want != d.sum {
 		err = fmt.Errorf("the content's SHA-256 is %x, not the %x stated", d.sum, *d.want)
 	}
@@ -303,10 +303,53 @@ func (d *digestBody) close() (sum [sha256.Size]byte, passed bool, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.closed && !d.done {
-		d.hb.Sum() // ends the hasher
+		d.hb.digest() // ends the hasher
 	}
 	d.closed = true
 	return d.sum, d.done && d.err == nil, d.err
+}
+
+// hashBehind computes a stream's SHA-256 on a goroutine of its own while
+// the gateway moves the bytes on: the copy and the digest use two cores,
+// not one after the other. The caller takes a buffer, fills it, adds what
+// it filled, and takes its next buffer only when done with that slice; a
+// buffer comes back only once it is hashed, so at most bufs buffers of size
+// bytes are held whatever the stream's length.
+type hashBehind struct {
+	free chan []byte
+	work chan []byte
+	sum  chan [sha256.Size]byte
+}
+
+func newHashBehind(bufs, size int) *hashBehind {
+	hb := &hashBehind{free: make(chan []byte, bufs), work: make(chan []byte, bufs), sum: make(chan [sha256.Size]byte, 1)}
+	for range bufs {
+		hb.free <- make([]byte, size)
+	}
+	go func() {
+		h := sha256.New()
+		for p := range hb.work {
+			h.Write(p)
+			hb.free <- p[:cap(p)]
+		}
+		var s [sha256.Size]byte
+		h.Sum(s[:0])
+		hb.sum <- s
+	}()
+	return hb
+}
+
+// buffer is a free buffer, waiting while every one is still being hashed.
+func (hb *hashBehind) buffer() []byte { return <-hb.free }
+
+// add hashes p, a prefix of the last buffer, behind the caller.
+func (hb *hashBehind) add(p []byte) { hb.work <- p }
+
+// digest waits until everything added is hashed and returns the digest;
+// it ends the hasher, and nothing may be added after it.
+func (hb *hashBehind) digest() [sha256.Size]byte {
+	close(hb.work)
+	return <-hb.sum
 }
 
 // argvIO runs a helper command and turns a failure into an error naming what.
