@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -33,7 +34,7 @@ content must have that digest, or the file is left as it was.`,
 			}
 			call := map[string]any{"path": args[1], "size": size}
 			if sum != "" {
-				call["sha256"] = sum
+				call["sha256"] = strings.ToLower(sum) // as sha256sum prints it, in either case
 			}
 			res, err := c.CallRaw(cmd.Context(), args[0], "write", call, in, size)
 			if err != nil {
