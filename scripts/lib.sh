@@ -45,14 +45,17 @@ ensure_claude_cli() {
 
 # build puts toolgate, toolgate-gateway (which toolgate runs for serve,
 # policy, audit … and finds beside it) and the static in-sandbox binaries
-# (the client and the lean launcher, which the daemon finds beside it) into
+# (the client and the launcher, which the daemon finds beside it) into
 # bin/. toolgate is static too: no dynamic loader at each command's start.
+# The launcher is C, built static with musl (musl-tools): every plugin call
+# starts it, and a Go program's start alone costs ~1 ms.
 build() {
+  ensure_packages musl-tools
   mkdir -p bin
   CGO_ENABLED=0 go build -o bin/toolgate ./cmd/toolgate
   go build -o bin/toolgate-gateway ./cmd/toolgate-gateway
   CGO_ENABLED=0 go build -o bin/toolgate-client ./cmd/toolgate-client
-  CGO_ENABLED=0 go build -o bin/toolgate-launch ./cmd/toolgate-launch
+  sh internal/launcher/c/build.sh bin/toolgate-launch
 }
 
 # k8s_up builds the single-node Kubernetes cluster of scripts/kubernetes

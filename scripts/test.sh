@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 ensure_packages docker.io busybox-static iproute2 git mmdebstrap chromium postgresql bc curl openssl python3
+# The launcher is C: musl-gcc builds it, clang's libFuzzer fuzzes its
+# response reader (internal/launcher).
+ensure_packages musl-tools clang-14
 # The agent images take their CLIs from npm (any Node.js install will do).
 command -v npm >/dev/null || ensure_packages npm
 ensure_dockerd

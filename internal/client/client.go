@@ -11,8 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 
-	"github.com/toolgate/toolgate/internal/launcher"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // Name is the client's own file name; invoked under any other name (a
@@ -38,7 +39,7 @@ var commands = map[string]command{
 func MultiCall(argv []string) int {
 	if len(argv) > 0 {
 		if name := filepath.Base(argv[0]); name != Name {
-			return launcher.Launch(name, argv[1:])
+			return launch(name, argv[1:])
 		}
 		argv = argv[1:]
 	}
@@ -50,7 +51,23 @@ func cmdCall(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "toolgate-client call: no tool named")
 		return 2
 	}
-	return launcher.Launch(args[0], args[1:])
+	return launch(args[0], args[1:])
+}
+
+// launch makes the call of tool name with args: it replaces this process
+// with the launcher beside it (as proto.LauncherPath is beside
+// proto.ClientPath in a sandbox, and as the build puts them), named name, so one program (the C launcher,
+// internal/launcher) speaks the launcher's side of the protocol; the pid,
+// stdin, signals and exit status are the launcher's.
+func launch(name string, args []string) int {
+	exe, err := os.Executable()
+	if err == nil {
+		path := filepath.Join(filepath.Dir(exe), filepath.Base(proto.LauncherPath))
+		err = syscall.Exec(path, append([]string{name}, args...), os.Environ())
+		err = fmt.Errorf("no launcher at %s: %w", path, err)
+	}
+	fmt.Fprintf(os.Stderr, "toolgate: %s: %v\n", name, err)
+	return proto.LaunchExitUnavailable
 }
 
 // Main runs the subcommand named by args[0] and returns the exit code.

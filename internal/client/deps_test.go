@@ -8,17 +8,16 @@ import (
 
 const module = probe.Module
 
-// inSandbox are the binaries that run inside every sandbox.
-var inSandbox = []string{module + "/cmd/toolgate-client", module + "/cmd/toolgate-launch"}
+// inSandbox are the Go binaries that run inside every sandbox. The other,
+// toolgate-launch, is C with musl alone (internal/launcher: TestStatic).
+var inSandbox = []string{module + "/cmd/toolgate-client"}
 
 // sandboxSide is everything of ours they may link: the sandbox's own code
 // and the protocol leaf. A whitelist, so a new package is refused until
 // someone decides it belongs in a sandbox.
 var sandboxSide = []string{
 	module + "/cmd/toolgate-client",
-	module + "/cmd/toolgate-launch",
 	module + "/internal/client",
-	module + "/internal/launcher",
 	module + "/internal/proto",
 	module + "/internal/hooks", // the hook client's half: input, answers, spool
 }

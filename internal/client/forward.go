@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/toolgate/toolgate/internal/launcher"
 	"io"
 	"log"
 	"net"
@@ -140,7 +139,7 @@ func (e *ProxyError) Error() string { return e.Message }
 // and is dialled directly; everything else goes through the gateway.
 func (f *Forwarder) dial(ctx context.Context, target, parent string) (net.Conn, error) {
 	if !f.hostLoopback.Routes(target) {
-		c, err := (&net.Dialer{Timeout: launcher.DialTimeout}).DialContext(ctx, "tcp", target)
+		c, err := (&net.Dialer{Timeout: proto.DialTimeout}).DialContext(ctx, "tcp", target)
 		if err != nil {
 			return nil, &ProxyError{http.StatusBadGateway, fmt.Sprintf("toolgate egress: %s is the sandbox's own loopback (not an allowlisted host service): %v", target, unwrapOp(err))}
 		}
@@ -152,7 +151,7 @@ func (f *Forwarder) dial(ctx context.Context, target, parent string) (net.Conn, 
 // Tunnel opens a connection to target (host:port) through the gateway,
 // attributed to the exec call parent ("" for none).
 func (f *Forwarder) Tunnel(ctx context.Context, target, parent string) (net.Conn, error) {
-	d := net.Dialer{Timeout: launcher.DialTimeout}
+	d := net.Dialer{Timeout: proto.DialTimeout}
 	c, err := d.DialContext(ctx, "unix", f.socket)
 	if err != nil {
 		return nil, &ProxyError{http.StatusBadGateway, fmt.Sprintf("toolgate egress: gateway unavailable at %s: %v", f.socket, unwrapOp(err))}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/toolgate/toolgate/internal/launcher"
 	"io"
 	"net"
 	"os"
@@ -238,14 +237,14 @@ func post(sock, path string, body []byte, deadline time.Time, out any) error {
 		return fmt.Errorf("sending to the gateway: %v", unwrapOp(err))
 	}
 	br := bufio.NewReaderSize(conn, 4<<10)
-	status, chunked, length, err := launcher.ReadHead(br)
+	status, chunked, length, err := readHead(br)
 	if err != nil {
 		return fmt.Errorf("no answer from the gateway (restarting?): %v", unwrapOp(err))
 	}
 	var rd io.Reader = br
 	switch {
 	case chunked:
-		rd = launcher.NewChunkedReader(br)
+		rd = &chunkedReader{r: br}
 	case length >= 0:
 		rd = io.LimitReader(br, length)
 	}
@@ -256,7 +255,7 @@ func post(sock, path string, body []byte, deadline time.Time, out any) error {
 	if status != 200 {
 		err := fmt.Errorf("gateway answered %d", status)
 		var e struct {
-			Error *launcher.RespError `json:"error"`
+			Error *respError `json:"error"`
 		}
 		if json.Unmarshal(b, &e) == nil && e.Error != nil {
 			err = fmt.Errorf("gateway answered %d: %s", status, e.Error.Message)

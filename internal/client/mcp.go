@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/toolgate/toolgate/internal/launcher"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 func init() {
@@ -43,7 +43,7 @@ func NewMCPBridge(socket string) *MCPBridge {
 		hc: &http.Client{Transport: &http.Transport{
 			Proxy: nil,
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return (&net.Dialer{Timeout: launcher.DialTimeout}).DialContext(ctx, "unix", socket)
+				return (&net.Dialer{Timeout: proto.DialTimeout}).DialContext(ctx, "unix", socket)
 			},
 			DisableCompression: true,
 		}},

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/launcher"
 	"github.com/toolgate/toolgate/internal/proto"
 )
 
@@ -25,7 +24,7 @@ func NewModelForwarder(socket string) http.Handler {
 	tr := &http.Transport{
 		Proxy: nil,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			d := net.Dialer{Timeout: launcher.DialTimeout}
+			d := net.Dialer{Timeout: proto.DialTimeout}
 			return d.DialContext(ctx, "unix", socket)
 		},
 		DisableCompression:  true,

@@ -1,36 +1,30 @@
-package launcher
+package launcher_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/agentsock/sockettest"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
-// The test binary doubles as the launcher when run under a tool's name.
-func TestMain(m *testing.M) {
-	if os.Getenv("TOOLGATE_LAUNCHER_TEST") == "1" {
-		os.Exit(Launch(filepath.Base(os.Args[0]), os.Args[1:]))
-	}
-	os.Exit(m.Run())
-}
-
-// launcher runs the test binary as /tools/bin/NAME would run the client.
-func launcher(env *sockettest.Env, name string, args ...string) *exec.Cmd {
-	sock := env.SocketPath("a")
-	cmd := exec.Command(os.Args[0], args...)
+// launch runs the built launcher as /tools/bin/NAME runs it.
+func launch(t *testing.T, env *sockettest.Env, name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(binary(t), args...)
 	cmd.Args[0] = "/tools/bin/" + name
-	cmd.Env = append(os.Environ(), "TOOLGATE_LAUNCHER_TEST=1", "TOOLGATE_SOCKET="+sock, "TOOLGATE_CALL_ID=exec-1")
+	cmd.Env = append(os.Environ(), "TOOLGATE_SOCKET="+env.SocketPath("a"), "TOOLGATE_CALL_ID=exec-1")
 	cmd.Dir = env.GW.Snapshot().Agents["a"].Workspace
 	return cmd
 }
@@ -74,15 +68,19 @@ func TestLaunch(t *testing.T) {
 		stdout, stderr string
 	}{
 		{"echo", "echo", []string{"hi"}, "", 0, "hi\n", ""},
-		{"literal argv", "echo", []string{`"q"`, "a\nb", "$(id)", ";", "`x`"}, "", 0, "\"q\" a\nb $(id) ; `x`\n", ""},
+		{"literal argv", "echo", []string{`"q"`, "a\nb", "$(id)", ";", "`x`", "<&>", "\u2028", "\x01", "é"}, "", 0, "\"q\" a\nb $(id) ; `x` <&> \u2028 \x01 é\n", ""},
+		{"invalid UTF-8 argv", "echo", []string{"a\xffb"}, "", 0, "a\ufffdb\n", ""},
+		{"no arguments", "echo", nil, "", 0, "\n", ""},
 		{"stdin streamed", "cat", nil, strings.Repeat("0123456789", 10000), 3, strings.Repeat("0123456789", 10000), "to stderr\n"},
-		{"denied", "secret", nil, "", ExitNotFound, "", "not_found (tool.unknown"},
-		{"tool error", "fail", nil, "", ExitSoftware, "", "handler broke"},
-		{"bad name", "a b", nil, "", ExitUsage, "", "invalid tool name"},
+		{"unknown tool", "secret", nil, "", proto.LaunchExitNotFound, "", "toolgate: secret: not_found (tool.unknown; audit id "},
+		{"tool error", "fail", nil, "", proto.LaunchExitSoftware, "", "toolgate: fail: tool_error: handler broke\n"},
+		{"bad name", "a b", nil, "", proto.LaunchExitUsage, "", `toolgate: invalid tool name "a b"`},
+		{"bad name, control", "a\x01", nil, "", proto.LaunchExitUsage, "", `toolgate: invalid tool name "a\x01"`},
+		{"dot dot", "..", nil, "", proto.LaunchExitUsage, "", `toolgate: invalid tool name ".."`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := launcher(env, tt.tool, tt.args...)
+			cmd := launch(t, env, tt.tool, tt.args...)
 			if tt.stdin != "" {
 				cmd.Stdin = strings.NewReader(tt.stdin)
 			}
@@ -99,7 +97,7 @@ func TestLaunch(t *testing.T) {
 	}
 
 	t.Run("signal cancels", func(t *testing.T) {
-		cmd := launcher(env, "hang")
+		cmd := launch(t, env, "hang")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +112,7 @@ func TestLaunch(t *testing.T) {
 		waitResult(t, env, "hang", "context canceled")
 	})
 	t.Run("gateway gone mid-call", func(t *testing.T) {
-		cmd := launcher(env, "hang")
+		cmd := launch(t, env, "hang")
 		var e bytes.Buffer
 		cmd.Stderr = &e
 		if err := cmd.Start(); err != nil {
@@ -123,14 +121,15 @@ func TestLaunch(t *testing.T) {
 		<-started
 		env.Server.Close()
 		_ = cmd.Wait()
-		if code := cmd.ProcessState.ExitCode(); code != ExitUnavailable || !strings.Contains(e.String(), "gateway restarting") {
+		if code := cmd.ProcessState.ExitCode(); code != proto.LaunchExitUnavailable || !strings.Contains(e.String(), "toolgate: hang: connection to the gateway lost before it answered (gateway restarting?): EOF") {
 			t.Fatalf("exit %d: %s", code, e.String())
 		}
 	})
 	t.Run("gateway down", func(t *testing.T) {
-		code, _, errOut := runLauncher(t, launcher(env, "echo"))
-		if code != ExitUnavailable || !strings.Contains(errOut, "gateway unavailable") {
-			t.Fatalf("exit %d: %s", code, errOut)
+		code, _, errOut := runLauncher(t, launch(t, env, "echo"))
+		want := "toolgate: echo: gateway unavailable at " + env.SocketPath("a") + ": connect: no such file or directory\n"
+		if code != proto.LaunchExitUnavailable || errOut != want {
+			t.Fatalf("exit %d: %q, want %q", code, errOut, want)
 		}
 	})
 }
@@ -139,8 +138,21 @@ func TestLaunchDenied(t *testing.T) {
 	env := sockettest.New(t, sockettest.Allowlist{"a": {}})
 	env.UseHostWorkspaces(t)
 	env.Serve(t, "a")
-	code, _, errOut := runLauncher(t, launcher(env, "echo", "x"))
-	if code != ExitDenied || !strings.Contains(errOut, "denied (tools.allowlist") {
+	code, _, errOut := runLauncher(t, launch(t, env, "echo", "x"))
+	if code != proto.LaunchExitDenied || !strings.Contains(errOut, "toolgate: echo: denied (tools.allowlist; audit id ") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
+
+// A cwd outside the workspace is refused by the gateway as a bad request.
+func TestLaunchCwdOutside(t *testing.T) {
+	env := sockettest.New(t, sockettest.Allowlist{"a": {"echo"}})
+	env.UseHostWorkspaces(t)
+	env.Serve(t, "a")
+	cmd := launch(t, env, "echo", "x")
+	cmd.Dir = t.TempDir()
+	code, _, errOut := runLauncher(t, cmd)
+	if code != proto.LaunchExitUsage || !strings.Contains(errOut, "outside the workspace") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
@@ -161,11 +173,28 @@ func waitResult(t *testing.T, env *sockettest.Env, tool, errPart string) {
 	}
 }
 
-// stdinStart streams only input that may still have something: a terminal
+// The call streams only input that may still have something: a terminal
 // or /dev/null never, input already at its end neither (a plain request),
 // ready input starting with what it read, a pipe with nothing yet always.
 func TestStdinStart(t *testing.T) {
-	pipe := func(t *testing.T, data string, closeW bool) *os.File {
+	// peek says whether the call streamed stdin and reads argv[0] bytes of it.
+	env := sockettest.New(t, sockettest.Allowlist{"a": {"peek"}},
+		&sockettest.Func{ToolName: "peek", Fn: func(_ context.Context, call *gateway.Call, s *gateway.Streams) (*gateway.Result, error) {
+			if s.Stdin == nil {
+				_, err := io.WriteString(s.Stdout, "plain")
+				return &gateway.Result{}, err
+			}
+			n, _ := strconv.Atoi(call.Argv[0])
+			b := make([]byte, n)
+			if _, err := io.ReadFull(s.Stdin, b); err != nil {
+				return nil, err
+			}
+			_, err := fmt.Fprintf(s.Stdout, "stream:%s", b)
+			return &gateway.Result{}, err
+		}})
+	env.UseHostWorkspaces(t)
+	env.Serve(t, "a")
+	pipe := func(t *testing.T, data string, closeW bool) (*os.File, *os.File) {
 		r, w, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
@@ -177,7 +206,7 @@ func TestStdinStart(t *testing.T) {
 		if closeW {
 			w.Close()
 		}
-		return r
+		return r, w
 	}
 	file := func(t *testing.T, data string) *os.File {
 		p := filepath.Join(t.TempDir(), "in")
@@ -191,33 +220,43 @@ func TestStdinStart(t *testing.T) {
 		t.Cleanup(func() { f.Close() })
 		return f
 	}
-	devNull, err := os.Open(os.DevNull)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer devNull.Close()
-	closed := pipe(t, "", true)
-	closed.Close()
+	only := func(r, _ *os.File) *os.File { return r }
 	tests := []struct {
-		name   string
-		f      *os.File
-		first  string
-		stream bool
+		name  string
+		stdin func(t *testing.T) *os.File // nil: closed
+		read  int
+		want  string
 	}{
-		{"/dev/null", devNull, "", false},
-		{"closed fd", closed, "", false},
-		{"empty pipe at its end", pipe(t, "", true), "", false},
-		{"empty file", file(t, ""), "", false},
-		{"pipe with data, writer done", pipe(t, "abc", true), "abc", true},
-		{"pipe with data, writer open", pipe(t, "abc", false), "abc", true},
-		{"pipe with nothing yet", pipe(t, "", false), "", true},
-		{"file", file(t, "xyz"), "xyz", true},
+		{"/dev/null", func(t *testing.T) *os.File { return nil }, 0, "plain"},
+		{"closed fd", nil, 0, "plain"},
+		{"empty pipe at its end", func(t *testing.T) *os.File { return only(pipe(t, "", true)) }, 0, "plain"},
+		{"empty file", func(t *testing.T) *os.File { return file(t, "") }, 0, "plain"},
+		{"pipe with data, writer done", func(t *testing.T) *os.File { return only(pipe(t, "abc", true)) }, 3, "stream:abc"},
+		{"pipe with data, writer open", func(t *testing.T) *os.File { return only(pipe(t, "abc", false)) }, 3, "stream:abc"},
+		{"pipe with nothing yet", func(t *testing.T) *os.File { return only(pipe(t, "", false)) }, 0, "stream:"},
+		{"file", func(t *testing.T) *os.File { return file(t, "xyz") }, 3, "stream:xyz"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			first, stream := stdinStart(tt.f)
-			if string(first) != tt.first || stream != tt.stream {
-				t.Fatalf("got %q %v, want %q %v", first, stream, tt.first, tt.stream)
+			var cmd *exec.Cmd
+			if tt.stdin == nil {
+				// The shell closes fd 0, then runs the launcher as "peek".
+				link := filepath.Join(t.TempDir(), "peek")
+				if err := os.Symlink(binary(t), link); err != nil {
+					t.Fatal(err)
+				}
+				cmd = exec.Command("/bin/sh", "-c", `exec "$0" "$1" <&-`, link, strconv.Itoa(tt.read))
+				cmd.Env = append(os.Environ(), "TOOLGATE_SOCKET="+env.SocketPath("a"))
+				cmd.Dir = env.GW.Snapshot().Agents["a"].Workspace
+			} else {
+				cmd = launch(t, env, "peek", strconv.Itoa(tt.read))
+				if f := tt.stdin(t); f != nil {
+					cmd.Stdin = f
+				}
+			}
+			code, out, errOut := runLauncher(t, cmd)
+			if code != 0 || out != tt.want {
+				t.Fatalf("exit %d, %q (%s); want %q", code, out, errOut, tt.want)
 			}
 		})
 	}
@@ -233,7 +272,7 @@ func TestLaunchLateStdin(t *testing.T) {
 		}})
 	env.UseHostWorkspaces(t)
 	env.Serve(t, "a")
-	cmd := launcher(env, "cat")
+	cmd := launch(t, env, "cat")
 	w, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -253,27 +292,43 @@ func TestLaunchLateStdin(t *testing.T) {
 	}
 }
 
-// Whatever the gateway answers, the launcher returns an exit code: no
-// panic, no hang on a body that ends early.
-func FuzzReadResponse(f *testing.F) {
-	for _, s := range []string{
-		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n14\r\n{\"stdout\":\"aGkK\"}\n\r\n1b\r\n{\"result\":{\"exitCode\":3}}\n\r\n0\r\n\r\n",
-		"HTTP/1.1 200 OK\r\nContent-Length: 26\r\n\r\n{\"result\":{\"exitCode\":0}}\n",
-		"HTTP/1.1 403 Forbidden\r\nContent-Length: 62\r\n\r\n{\"error\":{\"code\":\"denied\",\"rule\":\"r\",\"message\":\"no\",\"id\":\"x\"}}",
-		"HTTP/1.1 200 OK\r\n\r\n{\"error\":{\"code\":\"denied\"}}\n",
-		"HTTP/1.1 200 OK\r\n\r\n{\"stderr\":\"eA==\"}\n{\"result\":{\"error\":\"boom\"}}\n",
-		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-		"HTTP/1.1 500\r\n\r\nnot json",
-		"HTTP/1.1 200 OK\r\n\r\n{\"result\":{\"exitCode\":300}}\n",
-		"HTTP/1.0 200 OK\r\nContent-Length: -1\r\n\r\n",
-		"garbage",
-	} {
-		f.Add([]byte(s))
+// toolgate-client makes a plugin call by replacing itself with the
+// launcher beside it: as `toolgate-client call NAME` and when run under a
+// tool's name. With no launcher beside it, it says so.
+func TestClientRunsTheLauncher(t *testing.T) {
+	_, client := testenv.Binaries(t)
+	env := sockettest.New(t, sockettest.Allowlist{"a": {"echo"}})
+	env.UseHostWorkspaces(t)
+	env.Serve(t, "a")
+	alone := filepath.Join(t.TempDir(), "toolgate-client")
+	b, err := os.ReadFile(client)
+	if err != nil {
+		t.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		code := readResponse("t", bufio.NewReader(bytes.NewReader(b)), io.Discard, io.Discard)
-		if code < 0 || code > 255 {
-			t.Fatalf("exit code %d", code)
-		}
-	})
+	if err := os.WriteFile(alone, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path string
+		argv       []string
+		code       int
+		stdout     string
+		stderr     string
+	}{
+		{"call", client, []string{"toolgate-client", "call", "echo", "hi"}, 0, "hi\n", ""},
+		{"as the tool", client, []string{"/tools/bin/echo", "hi"}, 0, "hi\n", ""},
+		{"no launcher beside", alone, []string{"toolgate-client", "call", "echo", "hi"}, proto.LaunchExitUnavailable, "",
+			"toolgate: echo: no launcher at " + filepath.Join(filepath.Dir(alone), "toolgate-launch") + ": no such file or directory\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(tc.path, tc.argv[1:]...)
+			cmd.Args[0] = tc.argv[0]
+			cmd.Env = append(os.Environ(), "TOOLGATE_SOCKET="+env.SocketPath("a"))
+			cmd.Dir = env.GW.Snapshot().Agents["a"].Workspace
+			code, out, errOut := runLauncher(t, cmd)
+			if code != tc.code || out != tc.stdout || errOut != tc.stderr {
+				t.Fatalf("got %d %q %q, want %d %q %q", code, out, errOut, tc.code, tc.stdout, tc.stderr)
+			}
+		})
+	}
 }

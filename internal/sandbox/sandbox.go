@@ -235,7 +235,8 @@ func InitArgv() []string { return []string{proto.ClientPath, "init"} }
 
 // LauncherBinary is the host path of toolgate-launch when it sits beside
 // the client binary, as the build puts it; "" otherwise, and the launchers
-// then run the client itself (the same call, a slower start).
+// then run the client, which can only say that no launcher is beside it
+// (the launcher is the one implementation of a plugin call, in C).
 func (s AgentSpec) LauncherBinary() string {
 	p := filepath.Join(filepath.Dir(s.ClientBinary), "toolgate-launch")
 	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"github.com/toolgate/toolgate/internal/launcher"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
 	"github.com/toolgate/toolgate/internal/sandbox/rootfs"
 	"github.com/toolgate/toolgate/internal/testenv/tmpdir"
@@ -77,7 +78,7 @@ var (
 )
 
 // Binaries builds toolgate, toolgate-gateway and the static toolgate-client
-// and toolgate-launch once per test process, side by side as toolgate and
+// and toolgate-launch (C: launcher.Build) once per test process, side by side as toolgate and
 // the daemon expect, and returns the paths of toolgate and the client.
 // They live as long as the process (~119 MB): Main removes them, and a
 // later test process what a killed one left (tmpdir).
@@ -92,7 +93,6 @@ func Binaries(t testing.TB) (toolgate, clientBin string) {
 			{"toolgate", "github.com/toolgate/toolgate/cmd/toolgate"},
 			{"toolgate-gateway", "github.com/toolgate/toolgate/cmd/toolgate-gateway"},
 			{"toolgate-client", "github.com/toolgate/toolgate/cmd/toolgate-client"},
-			{"toolgate-launch", "github.com/toolgate/toolgate/cmd/toolgate-launch"},
 		} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(buildDir, b.out), b.pkg)
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -101,6 +101,7 @@ func Binaries(t testing.TB) (toolgate, clientBin string) {
 				return
 			}
 		}
+		buildErr = launcher.Build(filepath.Join(buildDir, "toolgate-launch"))
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

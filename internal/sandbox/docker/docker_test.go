@@ -22,6 +22,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/hooks"
+	"github.com/toolgate/toolgate/internal/launcher"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/hostexec"
@@ -72,12 +73,13 @@ func testMain(m *testing.M) int {
 
 func setupDocker(ctx context.Context) error {
 	testClient = filepath.Join(testTmp, "toolgate-client")
-	for _, bin := range []string{"toolgate-client", "toolgate-launch"} {
-		build := exec.Command("go", "build", "-o", filepath.Join(testTmp, bin), "github.com/toolgate/toolgate/cmd/"+bin)
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %v\n%s", bin, err, out)
-		}
+	build := exec.Command("go", "build", "-o", testClient, "github.com/toolgate/toolgate/cmd/toolgate-client")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building toolgate-client: %v\n%s", err, out)
+	}
+	if err := launcher.Build(filepath.Join(testTmp, "toolgate-launch")); err != nil {
+		return err
 	}
 	_, err := testMgr.BuildDefaultImage(ctx, testImage, true)
 	return err

@@ -14,7 +14,6 @@ import (
 	"github.com/toolgate/toolgate/internal/agentsock/sockettest"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/launcher"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
 )
@@ -69,11 +68,11 @@ func TestPluginLaunchers(t *testing.T) {
 		{"launchers are the agent's tools", a, []string{"ls", "/tools/bin"}, 0, "echo\nhang\ntoolgate-client\n", ""},
 		{"no launchers for b", b, []string{"ls", "/tools/bin"}, 0, "toolgate-client\n", ""},
 		{"toolgate-client on PATH", a, []string{"sh", "-c", "toolgate-client call echo x"}, 0, "x\n", ""},
-		{"denied through b's socket", b, []string{"/tools/toolgate-client", "call", "echo", "x"}, launcher.ExitDenied, "", "denied (tools.allowlist"},
-		{"a's tool through b's socket", b, []string{"/tools/toolgate-client", "call", "hang"}, launcher.ExitDenied, "", "denied (tools.allowlist"},
+		{"denied through b's socket", b, []string{"/tools/toolgate-client", "call", "echo", "x"}, proto.LaunchExitDenied, "", "denied (tools.allowlist"},
+		{"a's tool through b's socket", b, []string{"/tools/toolgate-client", "call", "hang"}, proto.LaunchExitDenied, "", "denied (tools.allowlist"},
 		{"a's socket not in b", b, []string{"sh", "-c", "ls /run/toolgate/sock; test -e " + specs[0].SocketDir() + " || echo absent"}, 0, "gateway.sock\nabsent\n", ""},
-		{"a's socket path unreachable from b", b, []string{"env", "TOOLGATE_SOCKET=" + filepath.Join(specs[0].SocketDir(), proto.SocketName), "/tools/toolgate-client", "call", "echo"}, launcher.ExitUnavailable, "", "gateway unavailable"},
-		{"cwd outside the workspace", a, []string{"sh", "-c", "cd /tmp && /tools/bin/echo x"}, launcher.ExitUsage, "", "outside the workspace"},
+		{"a's socket path unreachable from b", b, []string{"env", "TOOLGATE_SOCKET=" + filepath.Join(specs[0].SocketDir(), proto.SocketName), "/tools/toolgate-client", "call", "echo"}, proto.LaunchExitUnavailable, "", "gateway unavailable"},
+		{"cwd outside the workspace", a, []string{"sh", "-c", "cd /tmp && /tools/bin/echo x"}, proto.LaunchExitUsage, "", "outside the workspace"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,7 +121,7 @@ func TestPluginLaunchers(t *testing.T) {
 		<-started
 		env.Server.Close()
 		r := <-done
-		if r.err != nil || r.out.ExitCode != launcher.ExitUnavailable || !strings.Contains(r.stderr, "gateway restarting") {
+		if r.err != nil || r.out.ExitCode != proto.LaunchExitUnavailable || !strings.Contains(r.stderr, "gateway restarting") {
 			t.Fatalf("got %v %+v %q", r.err, r.out, r.stderr)
 		}
 		// The restarted gateway's socket shows up in the mounted directory.

@@ -15,7 +15,6 @@ import (
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/coretools"
 	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/launcher"
 	"github.com/toolgate/toolgate/internal/plugin"
 	_ "github.com/toolgate/toolgate/internal/plugin/kinds"
 	"github.com/toolgate/toolgate/internal/proto"
@@ -96,11 +95,11 @@ func TestAgentsThroughTheGateway(t *testing.T) {
 		{"exec", a.Agent, "exec", map[string]any{"argv": []string{"cat", "n.txt"}}, `one three`, false},
 		{"plugin call from the pod", a.Agent, "exec", map[string]any{"argv": []string{"/tools/bin/echo", "from", "the pod"}}, `from the pod`, false},
 		{"b may not write", b.Agent, "write", map[string]any{"path": "/workspace/n.txt", "content": "x"}, "", true},
-		{"b may not call echo", b.Agent, "exec", map[string]any{"argv": []string{"/tools/toolgate-client", "call", "echo", "x"}}, fmt.Sprintf(`"exitCode":%d`, launcher.ExitDenied), false},
+		{"b may not call echo", b.Agent, "exec", map[string]any{"argv": []string{"/tools/toolgate-client", "call", "echo", "x"}}, fmt.Sprintf(`"exitCode":%d`, proto.LaunchExitDenied), false},
 		{"nothing of b's write", b.Agent, "exec", map[string]any{"argv": []string{"sh", "-c", "test -e /workspace/n.txt || echo absent"}}, `absent`, false},
 		{"only b's own socket in b", b.Agent, "exec", map[string]any{"argv": []string{"ls", "/run/toolgate/sock"}}, `gateway.sock\n"`, false},
 		{"a's channel not in b", b.Agent, "exec", map[string]any{"argv": []string{"sh", "-c", "test -e " + socks[a.Agent] + " || echo absent"}}, `absent`, false},
-		{"a's socket path unreachable from b", b.Agent, "exec", map[string]any{"argv": []string{"env", "TOOLGATE_SOCKET=" + socks[a.Agent], "/tools/toolgate-client", "call", "echo"}}, fmt.Sprintf(`"exitCode":%d`, launcher.ExitUnavailable), false},
+		{"a's socket path unreachable from b", b.Agent, "exec", map[string]any{"argv": []string{"env", "TOOLGATE_SOCKET=" + socks[a.Agent], "/tools/toolgate-client", "call", "echo"}}, fmt.Sprintf(`"exitCode":%d`, proto.LaunchExitUnavailable), false},
 	}
 	for _, st := range steps {
 		got, err := call(st.agent, st.tool, st.args)
