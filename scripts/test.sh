@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 ensure_packages docker.io busybox-static iproute2 git mmdebstrap chromium postgresql bc curl openssl python3
 # The launcher is C: musl-gcc builds it, clang's libFuzzer fuzzes its
 # response reader (internal/launcher).
-ensure_packages musl-tools clang-14
+ensure_packages musl-tools clang-14 libclang-rt-14-dev
 # The agent images take their CLIs from npm (any Node.js install will do).
 command -v npm >/dev/null || ensure_packages npm
 ensure_dockerd
