@@ -60,13 +60,20 @@ func NewFrameWriter(w http.ResponseWriter) *FrameWriter {
 }
 
 // Write sends one frame.
-func (f *FrameWriter) Write(fr *Frame) error {
+func (f *FrameWriter) Write(fr *Frame) error { return f.write(fr, true) }
+
+// writeLast writes the response's last frame without flushing it: the
+// handler's return sends it with the response's end in one write, and a
+// response that streamed nothing before it goes with a Content-Length.
+func (f *FrameWriter) writeLast(fr *Frame) error { return f.write(fr, false) }
+
+func (f *FrameWriter) write(fr *Frame, flush bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return f.err
 	}
-	if f.err = f.enc.Encode(fr); f.err == nil && f.fl != nil {
+	if f.err = f.enc.Encode(fr); f.err == nil && flush && f.fl != nil {
 		f.fl.Flush()
 	}
 	return f.err
@@ -96,6 +103,7 @@ func (l *Lazy) Streams(stdin io.Reader) *gateway.Streams {
 
 // Finish ends the response with the call's outcome: an error status when
 // the call was refused before any output, else an error or a result frame.
+// The handler returns right after it: that sends the last frame.
 func (l *Lazy) Finish(res *gateway.Result, err error) {
 	if err != nil && !l.started() {
 		var denied *gateway.DeniedError
@@ -109,13 +117,13 @@ func (l *Lazy) Finish(res *gateway.Result, err error) {
 	if err != nil {
 		_, e := ErrorFor(err)
 		e.ID = l.call.ID
-		_ = f.Write(&Frame{Error: e})
+		_ = f.writeLast(&Frame{Error: e})
 		return
 	}
 	if res == nil {
 		res = &gateway.Result{}
 	}
-	_ = f.Write(&Frame{Result: res})
+	_ = f.writeLast(&Frame{Result: res})
 }
 
 func (l *Lazy) start() *FrameWriter {
