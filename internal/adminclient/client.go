@@ -22,7 +22,6 @@ import (
 	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/proto"
-	"github.com/toolgate/toolgate/internal/wire"
 )
 
 // SocketName is the admin socket inside the toolgate home.
@@ -90,15 +89,15 @@ func DialAddr(addr, tokenFile string) (*Client, error) {
 func (c *Client) Call(ctx context.Context, agent, tool string, args any, stdout, stderr io.Writer) (*gateway.Result, error) {
 	accept := "application/json"
 	if stdout != nil {
-		accept = wire.MediaNDJSON
+		accept = MediaNDJSON
 	}
 	resp, err := c.call(ctx, agent, tool, args, accept)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.body.Close()
-	if resp.header["content-type"] == wire.MediaNDJSON {
-		return wire.ReadFrames(resp.body, stdout, stderr)
+	if resp.header["content-type"] == MediaNDJSON {
+		return ReadFrames(resp.body, stdout, stderr)
 	}
 	var res gateway.Result
 	dec := json.NewDecoder(resp.body)
@@ -162,7 +161,7 @@ func (c *Client) CallRawOut(ctx context.Context, agent, tool string, args any, w
 	}
 	var outcome struct {
 		Result *gateway.Result `json:"result"`
-		Error  *wire.Error     `json:"error"`
+		Error  *Error          `json:"error"`
 	}
 	dec := json.NewDecoder(strings.NewReader(resp.trailer[strings.ToLower(ResultTrailer)]))
 	dec.UseNumber()
@@ -245,7 +244,7 @@ type Observed struct{ Recorded, Duplicates int }
 // Observe streams a stream-json transcript (NDJSON) to be recorded as the
 // agent's observed entries (toolgate ingest).
 func (c *Client) Observe(ctx context.Context, agent string, transcript io.Reader) (*Observed, error) {
-	req, err := c.request("POST", "/v1/agents/"+url.PathEscape(agent)+"/observations", wire.MediaNDJSON, nil)
+	req, err := c.request("POST", "/v1/agents/"+url.PathEscape(agent)+"/observations", MediaNDJSON, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +265,7 @@ func (c *Client) Session(ctx context.Context, agent string, start any, fn func(j
 	if err != nil {
 		return err
 	}
-	if err := req.set("Accept", wire.MediaNDJSON); err != nil {
+	if err := req.set("Accept", MediaNDJSON); err != nil {
 		return err
 	}
 	resp, err := c.do(ctx, req)
@@ -354,7 +353,7 @@ func (c *Client) do(ctx context.Context, req *request) (*response, error) {
 
 func readError(resp *response) error {
 	var body struct {
-		Error *wire.Error `json:"error"`
+		Error *Error `json:"error"`
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.body, 1<<20))
 	if json.Unmarshal(b, &body) == nil && body.Error != nil {

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/wire"
 )
 
 // TestCallEscapesNames: the agent and tool names reach the server exactly,
@@ -20,7 +19,7 @@ func TestCallEscapesNames(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
 		gotAgent, gotTool = r.PathValue("agent"), r.PathValue("tool")
-		wire.WriteJSON(w, map[string]any{})
+		writeJSON(w, map[string]any{})
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
@@ -50,12 +49,12 @@ func TestCallKeepsIntegers(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
 		res := &gateway.Result{Output: map[string]any{"bytes": 1 << 20, "big": big}}
-		if r.Header.Get("Accept") == wire.MediaNDJSON {
-			w.Header().Set("Content-Type", wire.MediaNDJSON)
-			_ = json.NewEncoder(w).Encode(wire.Frame{Result: res})
+		if r.Header.Get("Accept") == MediaNDJSON {
+			w.Header().Set("Content-Type", MediaNDJSON)
+			_ = json.NewEncoder(w).Encode(Frame{Result: res})
 			return
 		}
-		wire.WriteJSON(w, res)
+		writeJSON(w, res)
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
@@ -83,4 +82,13 @@ func TestCallKeepsIntegers(t *testing.T) {
 func tcpClient(srv *httptest.Server) *Client {
 	addr := srv.Listener.Addr().String()
 	return &Client{network: "tcp", addr: addr, host: addr, token: "t"}
+}
+
+// writeJSON answers v as JSON, as the gateway's servers do (package wire,
+// which imports this one).
+func writeJSON(w http.ResponseWriter, v any) {
+	if w.Header().Get("Content-Type") == "" {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	_ = json.NewEncoder(w).Encode(v)
 }

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/wire"
 )
 
 // rawServer answers every connection on a real Unix socket with answer,
@@ -135,7 +134,7 @@ func TestRawBodies(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
 		got, _ = io.ReadAll(r.Body)
-		wire.WriteJSON(w, &gateway.Result{Output: map[string]any{"args": r.Header.Get(ArgsHeader)}})
+		writeJSON(w, &gateway.Result{Output: map[string]any{"args": r.Header.Get(ArgsHeader)}})
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
@@ -179,13 +178,14 @@ func TestRawBodies(t *testing.T) {
 func TestEarlyRefusal(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
-		wire.WriteError(w, http.StatusRequestEntityTooLarge, &wire.Error{Code: "too_large", Message: "over the limit"})
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		writeJSON(w, map[string]*Error{"error": {Code: "too_large", Message: "over the limit"}})
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	big := bytes.NewReader(make([]byte, 64<<20))
 	_, err := tcpClient(srv).CallRaw(context.Background(), "demo", "write", map[string]any{}, big, big.Size())
-	var we *wire.Error
+	var we *Error
 	if !errors.As(err, &we) || we.Code != "too_large" {
 		t.Fatalf("got %v, want the server's too_large", err)
 	}
@@ -197,8 +197,9 @@ func TestCancelStream(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body) // then the server watches the connection for its end
-		fw := wire.NewFrameWriter(w)
-		_ = fw.Write(&wire.Frame{Stdout: []byte("started\n")})
+		w.Header().Set("Content-Type", MediaNDJSON)
+		writeJSON(w, &Frame{Stdout: []byte("started\n")})
+		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	})
 	srv := httptest.NewServer(mux)
@@ -269,7 +270,7 @@ func TestDialReadsToken(t *testing.T) {
 	var auth string
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		auth = r.Header.Get("Authorization")
-		wire.WriteJSON(w, []AgentStatus{{Agent: "demo"}})
+		writeJSON(w, []AgentStatus{{Agent: "demo"}})
 	})}
 	go srv.Serve(l)
 	defer srv.Close()

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/agentsock"
 	"github.com/toolgate/toolgate/internal/agentsock/sockettest"
 	"github.com/toolgate/toolgate/internal/audit"
@@ -57,7 +58,7 @@ func post(t *testing.T, sock, tool, ctype, body string) answer {
 		return a
 	}
 	var o, e bytes.Buffer
-	a.result, err = wire.ReadFrames(resp.Body, &o, &e)
+	a.result, err = adminclient.ReadFrames(resp.Body, &o, &e)
 	var we *wire.Error
 	if errors.As(err, &we) {
 		a.err = we

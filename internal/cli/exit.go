@@ -13,7 +13,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/wire"
+	"github.com/toolgate/toolgate/internal/adminclient"
 )
 
 // Exit codes beyond a tool's own, in the spirit of `docker run`.
@@ -44,7 +44,7 @@ func Run(root *cobra.Command, args []string, stderr io.Writer) int {
 		return int(code)
 	}
 	fmt.Fprintln(stderr, "toolgate:", err)
-	var we *wire.Error
+	var we *adminclient.Error
 	if errors.As(err, &we) && (we.Code == "denied" || we.Code == "unauthorized") {
 		return ExitDenied
 	}

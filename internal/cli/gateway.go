@@ -35,6 +35,7 @@ var gatewayCommands = []struct{ name, short string }{
 	{"agent", "Run toolgate's own agent loop on a task: a model and the agent's gated tools"},
 	{"hooks", "Claude Code hooks: the gate and tap settings"},
 	{"secrets", "Manage host-side secrets (HOME/secrets.yaml, 0600; never mounted into a sandbox)"},
+	{"token", "Create, list and revoke scoped bearer tokens"},
 }
 
 // delegated returns a stand-in for each of gatewayCommands: it parses

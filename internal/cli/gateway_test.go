@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -71,7 +72,7 @@ func TestGatewayCommandsRunToolgateGateway(t *testing.T) {
 	if code != ExitError || !strings.Contains(out, "`toolgate serve` runs toolgate-gateway, which is not installed beside toolgate ("+filepath.Join(filepath.Dir(alone), "toolgate-gateway")+")") {
 		t.Errorf("serve without toolgate-gateway: exit %d\n%s", code, out)
 	}
-	if out, code := run(alone, "--home", home, "token", "list"); code != 0 {
+	if out, code := run(alone, "--home", home, "agents"); code != ExitError || !strings.Contains(out, adminclient.ErrDaemonDown.Error()) {
 		t.Errorf("a client command needs no toolgate-gateway: exit %d\n%s", code, out)
 	}
 }

@@ -7,8 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/toolgate/toolgate/internal/wire"
+	"github.com/toolgate/toolgate/internal/adminclient"
 )
 
 func newReadCmd(g *Globals) *cobra.Command {
@@ -62,7 +61,7 @@ const apiBinaryHint = `read it with "encoding":"base64"`
 
 // cliHint names the CLI's flag where the daemon's error names the API's field.
 func cliHint(err error) error {
-	var e *wire.Error
+	var e *adminclient.Error
 	if errors.As(err, &e) && strings.Contains(e.Message, apiBinaryHint) {
 		c := *e
 		c.Message = strings.Replace(c.Message, apiBinaryHint, "read it with --binary", 1)

@@ -64,8 +64,7 @@ func defaultHome() (string, error) {
 type Commands func(g *Globals) []*cobra.Command
 
 // NewRootCmd returns the command tree of the toolgate binary: the commands
-// that talk to a running gateway (and token, which edits the token store),
-// and for each other command a stand-in that runs toolgate-gateway instead
+// that talk to a running gateway, and for each other command a stand-in that runs toolgate-gateway instead
 // (gateway.go).
 func NewRootCmd() *cobra.Command { return NewRootWith(delegated) }
 
@@ -94,7 +93,6 @@ func NewRootWith(gateway Commands) *cobra.Command {
 		newAgentsCmd(g), newExecCmd(g), newReadCmd(g),
 		newWriteCmd(g), newPatchCmd(g), newCallCmd(g),
 		newRunCmd(g), newIngestCmd(g),
-		newTokenCmd(g),
 		newApprovalsCmd(g),
 	)
 	root.AddCommand(gateway(g)...)

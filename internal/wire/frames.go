@@ -3,43 +3,27 @@
 package wire
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"sync"
 
+	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
+// The shapes are declared in adminclient, which reads them and must not
+// link net/http; the servers write them through this package.
+type (
+	// Error is the body of every failed request and the error frame of a stream.
+	Error = adminclient.Error
+	// Frame is one line of a streamed response. Exactly one field is set.
+	Frame = adminclient.Frame
+)
+
 // MediaNDJSON asks for a streamed response: one Frame per line.
-const MediaNDJSON = "application/x-ndjson"
-
-// Error is the body of every failed request and the error frame of a stream.
-type Error struct {
-	Code    string `json:"code"` // denied, unauthorized, bad_request, not_found, tool_error, unavailable …
-	Message string `json:"message"`
-	Rule    string `json:"rule,omitempty"`
-	ID      string `json:"id,omitempty"` // the audit id of the call, when there is one
-}
-
-func (e *Error) Error() string {
-	if e.Rule != "" {
-		return fmt.Sprintf("%s (%s): %s", e.Code, e.Rule, e.Message)
-	}
-	return fmt.Sprintf("%s: %s", e.Code, e.Message)
-}
-
-// Frame is one line of a streamed response. Exactly one field is set.
-type Frame struct {
-	Stdout []byte          `json:"stdout,omitempty"`
-	Stderr []byte          `json:"stderr,omitempty"`
-	Result *gateway.Result `json:"result,omitempty"`
-	Error  *Error          `json:"error,omitempty"`
-}
+const MediaNDJSON = adminclient.MediaNDJSON
 
 // FrameWriter writes frames to a streaming HTTP response, flushing each so
 // output reaches the caller as it is produced. Safe for concurrent use.
@@ -163,42 +147,6 @@ func (s lazyStream) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
-}
-
-// ReadFrames decodes a streamed response, copying output to stdout/stderr,
-// and returns the final result or the error frame.
-func ReadFrames(r io.Reader, stdout, stderr io.Writer) (*gateway.Result, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 64<<20)
-	for sc.Scan() {
-		var fr Frame
-		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
-		dec.UseNumber() // integers in the result stay exact (see adminclient.Client.Call)
-		if err := dec.Decode(&fr); err != nil {
-			return nil, fmt.Errorf("bad frame from gateway: %w", err)
-		}
-		if dec.More() {
-			return nil, errors.New("bad frame from gateway: trailing data")
-		}
-		switch {
-		case fr.Stdout != nil:
-			if _, err := stdout.Write(fr.Stdout); err != nil {
-				return nil, err
-			}
-		case fr.Stderr != nil:
-			if _, err := stderr.Write(fr.Stderr); err != nil {
-				return nil, err
-			}
-		case fr.Error != nil:
-			return nil, fr.Error
-		case fr.Result != nil:
-			return fr.Result, nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("stream from gateway broken: %w", err)
-	}
-	return nil, errors.New("stream from gateway ended without a result (gateway restarted?)")
 }
 
 // WriteError sends err as a JSON error body with its HTTP status.

@@ -1,4 +1,4 @@
-package cli
+package gatewaycmd
 
 import (
 	"encoding/json"
@@ -10,9 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/auth"
+	"github.com/toolgate/toolgate/internal/cli"
 )
 
-func newTokenCmd(g *Globals) *cobra.Command {
+func newTokenCmd(g *cli.Globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "token", Short: "Create, list and revoke scoped bearer tokens",
 		Long: `Tokens are stored hashed in HOME/tokens.json; the secret is printed once, at creation.
 Scopes: admin (the admin API), mcp (the MCP door as one agent), skills (only the skills
