@@ -481,8 +481,7 @@ enum rerr { RD_OK, RD_EOF, RD_UNEXPECTED_EOF, RD_ERRNO, RD_MSG };
 
 struct reader {
 	struct source *src;
-	char buf[HEAD_LINE_MAX];
-	size_t start, end;
+	size_t start, end; /* of buf */
 	enum rerr err; /* sticky once the source failed */
 	int errnum;
 	/* the body */
@@ -491,6 +490,7 @@ struct reader {
 	struct buf msg; /* RD_MSG's text */
 	struct buf pend; /* body read, not yet taken as lines (from off) */
 	size_t off;
+	char buf[HEAD_LINE_MAX]; /* last: only the fields above are reset per answer */
 };
 
 /* fill reads more into the buffer, making room first. */
@@ -1311,7 +1311,7 @@ static int lost(int err_fd, const char *name, const char *fmt, const char *detai
 static int frame_line(struct reader *r, struct buf *line)
 {
 	size_t scanned = 0;
-	buf_grow(&r->pend, 64 << 10);
+	buf_grow(&r->pend, 4096);
 	for (;;) {
 		char *s = r->pend.p + r->off;
 		size_t avail = r->pend.len - r->off;
@@ -1329,7 +1329,7 @@ static int frame_line(struct reader *r, struct buf *line)
 			r->pend.len = avail;
 			r->off = 0;
 		}
-		buf_grow(&r->pend, 64 << 10);
+		buf_grow(&r->pend, r->pend.cap / 2 > 4096 ? r->pend.cap / 2 : 4096);
 		long k = body_read(r, r->pend.p + r->pend.len, r->pend.cap - r->pend.len);
 		if (k <= 0)
 			return -1;
@@ -1341,9 +1341,11 @@ static int frame_line(struct reader *r, struct buf *line)
  * output to out_fd and err_fd, and returns the exit code. */
 static int read_response(const char *name, struct source *src, int out_fd, int err_fd)
 {
-	struct reader *r = calloc(1, sizeof *r);
-	if (!r)
-		oom();
+	/* Static, not on the heap: a heap block this size is an mmap and an
+	 * munmap per call. */
+	static struct reader rd;
+	struct reader *r = &rd;
+	memset(r, 0, offsetof(struct reader, buf));
 	r->src = src;
 	struct buf why = {0}, line = {0}, m = {0};
 	struct frame f = {0};
@@ -1417,7 +1419,6 @@ out:
 	buf_free(&why), buf_free(&line), buf_free(&f.out), buf_free(&f.err), buf_free(&r->msg), buf_free(&r->pend);
 	opt_free(&f.result.error);
 	error_free(&f.error);
-	free(r);
 	return code;
 }
 
