@@ -332,3 +332,36 @@ func TestClientRunsTheLauncher(t *testing.T) {
 		})
 	}
 }
+
+// With stdin, stdout or stderr closed the socket would take its number:
+// the launcher moves it and opens /dev/null there, so the call is made and
+// no output reaches the gateway as a request.
+func TestClosedStdio(t *testing.T) {
+	env := sockettest.New(t, sockettest.Allowlist{"a": {"echo"}})
+	env.UseHostWorkspaces(t)
+	env.Serve(t, "a")
+	link := filepath.Join(t.TempDir(), "echo")
+	if err := os.Symlink(binary(t), link); err != nil {
+		t.Fatal(err)
+	}
+	for closed, want := range map[string]string{"<&-": "hi\n", ">&-": "", "2>&-": "hi\n", "<&- >&- 2>&-": ""} {
+		t.Run(closed, func(t *testing.T) {
+			// The shell prints the exit code on a descriptor it keeps.
+			cmd := exec.Command("/bin/sh", "-c", `"$0" hi `+closed+`; echo $? >&3`, link)
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			cmd.ExtraFiles = []*os.File{w}
+			cmd.Env = append(os.Environ(), "TOOLGATE_SOCKET="+env.SocketPath("a"))
+			cmd.Dir = env.GW.Snapshot().Agents["a"].Workspace
+			out, err := cmd.CombinedOutput()
+			w.Close()
+			code, _ := io.ReadAll(r)
+			if err != nil || strings.TrimSpace(string(code)) != "0" || string(out) != want {
+				t.Fatalf("%v: exit %q, output %q, want %q", err, code, out, want)
+			}
+		})
+	}
+}

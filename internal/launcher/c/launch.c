@@ -423,6 +423,24 @@ static int dial(const char *path, struct buf *err)
 		buf_printf(err, "socket: %s", errtext(errno));
 		return -1;
 	}
+	if (fd < 3) {
+		/* stdin, stdout or stderr was closed, and the socket took its
+		 * place: move it, and the closed ones become /dev/null (as the Go
+		 * runtime does at start), so output never goes to the gateway. */
+		int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+		close(fd);
+		if (moved < 0) {
+			buf_printf(err, "socket: %s", errtext(errno));
+			return -1;
+		}
+		fd = moved;
+		for (int i = 0; i < 3; i++)
+			if (fcntl(i, F_GETFD) < 0 && open("/dev/null", O_RDWR) != i) {
+				buf_printf(err, "opening /dev/null: %s", errtext(errno));
+				close(fd);
+				return -1;
+			}
+	}
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	size_t n = strlen(path);
 	if (n > sizeof sa.sun_path) {
@@ -1435,11 +1453,6 @@ int main(int argc, char **argv)
 		say(2, &m);
 		return EXIT_USAGE;
 	}
-	/* A closed stdin, stdout or stderr would be reused by the socket: it
-	 * becomes /dev/null, as the Go runtime does at start. */
-	for (int i = 0; i < 3; i++)
-		if (fcntl(i, F_GETFD) < 0 && errno == EBADF && open("/dev/null", O_RDWR) != i)
-			return EXIT_SOFTWARE;
 	const char *sock = getenv(TG_ENV_SOCKET);
 	if (!sock || !*sock)
 		sock = TG_SOCKET_PATH;
