@@ -12,8 +12,9 @@ import (
 // bytes: the gateway held them, or the caller stated it) stdin is exactly
 // the content. With PutDigestAfter instead, the gateway hashes the content
 // as it passes and stdin is the content followed by DigestTrailer(sum):
-// put renames only when both came whole and its own SHA-256 of the bytes
-// it wrote is that sum. A gateway that finds something wrong (a body
+// the trailer commits them: put renames only when both came whole, and
+// checks the trailer's form, not its digest (the gateway's, of exactly the
+// bytes it sent, is the record; a digest in argv put does check). A gateway that finds something wrong (a body
 // longer or shorter than stated, a stated digest that does not match)
 // ends stdin without the trailer, which put refuses like a cut stream.
 const PutDigestAfter = "-"

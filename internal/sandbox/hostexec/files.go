@@ -162,9 +162,9 @@ func WriteFile(ctx context.Context, run Runner, p string, data []byte) error {
 // WriteFileFrom is WriteFile with the content streamed from r: its first
 // size bytes, which must be all of it. The gateway hashes them on another
 // core as they pass and returns their SHA-256; nothing here holds the
-// content. Without want the digest follows the content to put, which
-// replaces the file only when its own digest of what it wrote is that one
-// (proto.PutDigestAfter); with want (stated before the bytes) it goes first,
+// content. Without want the digest follows the content to put as its
+// commit mark: put replaces the file only after exactly size bytes and that
+// one trailer (proto.PutDigestAfter), and does not hash them again; with want (stated before the bytes) it goes first,
 // as WriteFile's, and the bytes must have it. Content shorter or longer
 // than size, or not of want, is refused here and there: the file stays.
 func WriteFileFrom(ctx context.Context, run Runner, p string, r io.Reader, size int64, want *[sha256.Size]byte) ([sha256.Size]byte, error) {
