@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // The admin API speaks HTTP/1.1, one request per connection: this is the
@@ -124,12 +126,87 @@ func writeRequest(w io.Writer, host string, req *request) error {
 		_, err := io.WriteString(w, "0\r\n\r\n")
 		return err
 	case req.size > 0:
+		if n, handled, err := sendFile(w, req.body, req.size); handled {
+			if err != nil {
+				return fmt.Errorf("request body: %d bytes of %d: %w", n, req.size, err)
+			}
+			return noMore(req)
+		}
 		if n, err := io.CopyN(w, req.body, req.size); err != nil {
 			return fmt.Errorf("request body: %d bytes of %d: %w", n, req.size, err)
 		}
 		return noMore(req)
 	}
 	return nil
+}
+
+// sendFile sends size bytes of a file body — an *os.File, or one cut by
+// io.LimitReader, as toolgate write sends a file — from where the file
+// stands onto a socket inside the kernel (sendfile(2)): 256 MiB no longer
+// pass through this process (~0.06 CPU-s). It leaves the file and the
+// limit where a copy would. handled is false, with nothing sent, when the
+// body or w is something else, or the kernel cannot send this file. A
+// failure (of the socket; rarely, of reading the file) is a *net.OpError,
+// as a write's, so that send still hears a server that answered before it
+// took the whole body.
+func sendFile(w io.Writer, body io.Reader, size int64) (n int64, handled bool, err error) {
+	src, lr := body, (*io.LimitedReader)(nil)
+	if l, ok := body.(*io.LimitedReader); ok {
+		if l.N < size {
+			return 0, false, nil
+		}
+		src, lr = l.R, l
+	}
+	f, fok := src.(*os.File)
+	conn, cok := w.(interface {
+		net.Conn
+		syscall.Conn
+	})
+	if !fok || !cok {
+		return 0, false, nil
+	}
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return 0, false, nil
+	}
+	in := int(f.Fd())
+	var serr error
+	werr := rc.Write(func(out uintptr) bool {
+		for n < size {
+			// nil offset: from the file's position, which it advances.
+			m, e := syscall.Sendfile(int(out), in, nil, int(min(size-n, 1<<30)))
+			n += int64(max(m, 0))
+			switch {
+			case errors.Is(e, syscall.EAGAIN):
+				return false // wait until the socket takes more
+			case errors.Is(e, syscall.EINTR):
+			case e != nil:
+				serr = e
+				return true
+			case m == 0:
+				serr = io.ErrUnexpectedEOF // the file ended before size
+				return true
+			}
+		}
+		return true
+	})
+	if lr != nil {
+		lr.N -= n
+	}
+	switch {
+	case n == 0 && (errors.Is(serr, syscall.EINVAL) || errors.Is(serr, syscall.ENOSYS)):
+		return 0, false, nil // a file sendfile cannot read: copied instead
+	case errors.Is(serr, io.ErrUnexpectedEOF):
+		return n, true, serr
+	case serr == nil && werr != nil:
+		serr = werr
+	case serr != nil:
+		serr = os.NewSyscallError("sendfile", serr)
+	}
+	if serr != nil {
+		return n, true, &net.OpError{Op: "write", Net: conn.LocalAddr().Network(), Addr: conn.RemoteAddr(), Err: serr}
+	}
+	return n, true, nil
 }
 
 // noMore fails when the body holds more than its stated size: the caller

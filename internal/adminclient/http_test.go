@@ -304,3 +304,104 @@ func FuzzReadResponse(f *testing.F) {
 
 // jsonNumber is how a decoded result holds a number: exact, as written.
 func jsonNumber(s string) any { return json.Number(s) }
+
+// unixServer serves mux on a real Unix socket, as the gateway's admin API
+// listens, and returns a client of it.
+func unixServer(t *testing.T, mux http.Handler) *Client {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "admin.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return &Client{network: "unix", addr: sock, host: "toolgate", token: "t"}
+}
+
+// TestFileBodies: a body that is a file (toolgate write's: an *os.File,
+// or one cut by io.LimitReader at the size stated), sent by the kernel
+// over a Unix or TCP socket, arrives as exactly the stated bytes from where
+// the file stood, over many socket buffers; a file shorter than stated or
+// (uncut) longer is an error, as a copied body's is; a server that refuses
+// before reading it is heard.
+func TestFileBodies(t *testing.T) {
+	content := make([]byte, 9<<20+77) // many socket buffers: the sender waits for the reader
+	for i := range content {
+		content[i] = byte(i * 7)
+	}
+	path := filepath.Join(t.TempDir(), "body")
+	if err := os.WriteFile(path, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/agents/{agent}/tools/write/call", func(w http.ResponseWriter, r *http.Request) {
+		got, _ = io.ReadAll(r.Body)
+		writeJSON(w, &gateway.Result{})
+	})
+	mux.HandleFunc("POST /v1/agents/{agent}/tools/refuse/call", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		writeJSON(w, map[string]*Error{"error": {Code: "too_large", Message: "over the limit"}})
+	})
+	tcp := httptest.NewServer(mux)
+	defer tcp.Close()
+	clients := map[string]*Client{"unix": unixServer(t, mux), "tcp": tcpClient(tcp)}
+	const skip = 1000
+	for name, c := range clients {
+		for _, tc := range []struct {
+			name string
+			cut  bool  // io.LimitReader(f, size), as toolgate write sends
+			size int64 // stated; the file holds len(content)-skip from where it stands
+			want []byte
+			err  string
+		}{
+			{"cut, the rest", true, int64(len(content) - skip), content[skip:], ""},
+			{"cut, a part", true, 5 << 20, content[skip : skip+5<<20], ""},
+			{"uncut, the rest", false, int64(len(content) - skip), content[skip:], ""},
+			{"uncut and long", false, 5 << 20, nil, "longer than its stated"},
+			{"cut and short", true, int64(len(content)), nil, "bytes of"},
+			{"uncut and short", false, int64(len(content)), nil, "bytes of"},
+		} {
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Seek(skip, io.SeekStart); err != nil {
+				t.Fatal(err)
+			}
+			var body io.Reader = f
+			if tc.cut {
+				body = io.LimitReader(f, tc.size)
+			}
+			got = nil
+			_, err = c.CallRaw(context.Background(), "demo", "write", map[string]any{}, body, tc.size)
+			f.Close()
+			switch {
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("%s, %s: got %v, want an error with %q", name, tc.name, err, tc.err)
+			case tc.err == "" && err != nil:
+				t.Errorf("%s, %s: %v", name, tc.name, err)
+			case tc.err == "" && !bytes.Equal(got, tc.want):
+				t.Errorf("%s, %s: the server got %d bytes, want %d (or other bytes)", name, tc.name, len(got), len(tc.want))
+			}
+		}
+		big := filepath.Join(t.TempDir(), "big")
+		if err := os.WriteFile(big, make([]byte, 64<<20), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(big)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.CallRaw(context.Background(), "demo", "refuse", map[string]any{}, io.LimitReader(f, 64<<20), 64<<20)
+		f.Close()
+		var we *Error
+		if !errors.As(err, &we) || we.Code != "too_large" {
+			t.Errorf("%s: a refusal before the file was read: got %v, want the server's too_large", name, err)
+		}
+	}
+}
