@@ -19,6 +19,15 @@ import (
 // CLI's process start, initialisers and set-up cost nothing).
 //
 //	go test ./internal/daemon -run '^$' -bench GoalCLIExec -benchtime 200x
+//
+// Where a run's time went (Dec 2026, 2 shared cores, medians): the
+// process's fork, exec and exit ~1.3 ms (an empty Go program); the Go
+// runtime and 49 initialisers ~1 ms to main; cobra's tree 0.08 ms; the
+// call ~2.5 ms, of it in the gateway: decide 0.07, the decision's fsync
+// 0.46, the warm executor 1.87 (its checked dial 0.16, the sandbox's run
+// of the command 1.71), result and answer 0.1. A raw-socket Go client
+// without cobra or JSON is ~0.6 ms faster than toolgate; the rest is the
+// process and the executor.
 func BenchmarkGoalCLIExec(b *testing.B) {
 	e := newEnv(b, "clibench")
 	a := e.agents[0]
