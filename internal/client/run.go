@@ -200,7 +200,10 @@ func killGroup(pgid int) {
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); errors.Is(err, syscall.ESRCH) {
 		return // no member left, not even a zombie
 	}
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+	// Reaping takes init a moment: look again soon, then less often.
+	deadline := time.Now().Add(2 * time.Second)
+	for wait := 100 * time.Microsecond; time.Now().Before(deadline); wait = min(2*wait, 2*time.Millisecond) {
+		time.Sleep(wait)
 		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
 			return
 		}
