@@ -84,6 +84,10 @@ func serveExec(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	if r.Header.Get(proto.ExecBuiltinHeader) == proto.ExecBuiltinPut && builtinPut(c) {
+		servePut(w, r, c, body)
+		return
+	}
 	var pipes [3][2]*os.File // [stdin, stdout, stderr][read, write]
 	for i := range pipes {
 		if pipes[i], err = childPipe(i == 0); err != nil {
@@ -147,6 +151,40 @@ func serveExec(w http.ResponseWriter, r *http.Request) {
 	timedOut := c.timeout > 0 && code == ExitTimeout && time.Since(start) >= c.timeout
 	_ = out.exit(proto.ExecExit{ExitCode: code, TimedOut: timedOut})
 	gone()
+}
+
+// builtinClient is the program whose `put` the executor serves in process
+// (a variable for the tests, whose binary is not installed there).
+var builtinClient = proto.ClientPath
+
+// builtinPut reports whether c is `toolgate-client put …` as the gateway's
+// write runs it: a call with a timeout keeps the child, whose group the
+// timeout kills.
+func builtinPut(c *callSpec) bool {
+	return len(c.argv) >= 2 && c.argv[0] == builtinClient && c.argv[1] == "put" && c.timeout == 0
+}
+
+// servePut runs c, a `put`, in this process (putCommand, as the command
+// itself runs it) with the rest of the request body as its stdin, and
+// answers as for the child: its stderr, then its exit code. The content
+// goes from the connection straight into the file, with no process to
+// start and no pipe to cross, on the sandbox's CPU quota. When the
+// connection goes away the body ends short and put removes its temporary
+// file, as it does for a cut stream.
+func servePut(w http.ResponseWriter, r *http.Request, c *callSpec, body io.Reader) {
+	w.Header().Set(proto.ExecBuiltinHeader, proto.ExecBuiltinPut)
+	var stderr bytes.Buffer
+	code := exitKilled
+	if !killedBeforeStart(c, &stderr) {
+		code = putCommand(c.argv[2:], c.dir, body, &stderr)
+	}
+	out := newFrameOut(w, r.Header.Get("Accept") == proto.ExecFramesMedia)
+	for msg := stderr.Bytes(); len(msg) > 0; {
+		n := min(len(msg), proto.ExecChunk)
+		_ = out.output(proto.FrameStderr, append(make([]byte, proto.FrameHeaderLen), msg[:n]...))
+		msg = msg[n:]
+	}
+	_ = out.exit(proto.ExecExit{ExitCode: code})
 }
 
 // childPipe is a pipe, [read, write], whose child's end (the read end when

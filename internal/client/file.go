@@ -109,7 +109,14 @@ func spliceTo(w, f *os.File, limit int64) (handled bool, err error) {
 	return true, nil
 }
 
-func cmdPut(args []string, stderr io.Writer) int {
+func cmdPut(args []string, stderr io.Writer) int { return putCommand(args, "", os.Stdin, stderr) }
+
+// putCommand is `put ARGS` with the content from r: the CLI command and
+// the executor's in-process put (servePut) are this one function, so both
+// answer the same exit codes and messages. A relative PATH resolves
+// against dir, the call's working directory ("": this process's), as the
+// command's own would.
+func putCommand(args []string, dir string, r io.Reader, stderr io.Writer) int {
 	if len(args) != 3 {
 		fmt.Fprintln(stderr, "usage: toolgate-client put PATH SIZE SHA256|- < CONTENT")
 		return proto.ExitUsage
@@ -126,7 +133,11 @@ func cmdPut(args []string, stderr io.Writer) int {
 			return proto.ExitUsage
 		}
 	}
-	if err := put(args[0], os.Stdin, size, sum); err != nil {
+	path := args[0]
+	if dir != "" && !filepath.IsAbs(path) {
+		path = dir + "/" + path // not Join: .. after a symlink resolves as the kernel would
+	}
+	if err := put(path, r, size, sum); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}

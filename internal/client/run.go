@@ -93,8 +93,7 @@ type callSpec struct {
 // records the group under its call id, waits for the leader and then kills
 // the group. Messages go to stderr. It returns the exit code.
 func runCall(c *callSpec, stderr io.Writer) int {
-	if c.callID != "" && takeTombstone(c.callID) {
-		fmt.Fprintf(stderr, "toolgate-client run: call %s was killed before it started\n", c.callID)
+	if killedBeforeStart(c, stderr) {
 		return exitKilled
 	}
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
@@ -147,6 +146,16 @@ func runCall(c *callSpec, stderr io.Writer) int {
 			_ = syscall.Kill(-pgid, s.(syscall.Signal))
 		}
 	}
+}
+
+// killedBeforeStart reports, on stderr too, whether a kill for c's call id
+// came before the call started (it must then not start).
+func killedBeforeStart(c *callSpec, stderr io.Writer) bool {
+	if c.callID != "" && takeTombstone(c.callID) {
+		fmt.Fprintf(stderr, "toolgate-client run: call %s was killed before it started\n", c.callID)
+		return true
+	}
+	return false
 }
 
 // exitKilled is the exit code of a call killed before it started, as of

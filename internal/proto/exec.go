@@ -15,6 +15,14 @@ const (
 	MaxExecLine = 1 << 20
 	// ExecChunk is the most output bytes one frame carries.
 	ExecChunk = 32 << 10
+	// ExecBuiltinHeader, sent as ExecBuiltinPut, lets the executor run a
+	// request whose argv is `ClientPath put …` (and no timeout) inside its
+	// own process instead of as a child: the same code, answers and exit
+	// codes, without a process and a pipe in the content's way. An executor
+	// that did so says it with the same header on its response; an older
+	// one ignores it and runs the child.
+	ExecBuiltinHeader = "Toolgate-Builtin"
+	ExecBuiltinPut    = "put"
 )
 
 // ExecRequest is the first line of an exec request.

@@ -5,11 +5,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox/hostexec"
@@ -68,5 +71,53 @@ func TestWriteCutShortLeavesFileUnchanged(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(spec.Workspace, "f.txt")); string(b) != want {
 		t.Fatalf("a whole write: %d bytes", len(b))
+	}
+}
+
+// TestWriteServedInExecutor: a streamed write through the warm executor is
+// served inside the executor's own process — while its content is still
+// coming, no `toolgate-client put` process exists in the sandbox — and a
+// stream that ends short there leaves the old file and no temporary file.
+func TestWriteServedInExecutor(t *testing.T) {
+	spec, sb := newAgent(t)
+	waitExecutor(t, sb)
+	ctx := context.Background()
+	if err := sb.WriteFile(ctx, "/workspace/f.txt", []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := sb.WriteFileFrom(ctx, "/workspace/f.txt", pr, 1<<20, nil)
+		done <- err
+	}()
+	if _, err := pw.Write(make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	// put's temporary file appears once it runs.
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if entries, _ := os.ReadDir(spec.Workspace); len(entries) == 2 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("no temporary file after 30 s")
+		}
+	}
+	code, out, err := sb.run(ctx, []string{"sh", "-c", "cat /proc/[0-9]*/cmdline"}, nil, nil)
+	if err != nil || code != 0 || !strings.Contains(out, "executor") {
+		t.Fatalf("listing processes: exit %d, %v, %q", code, err, out)
+	}
+	if strings.Contains(out, "put\x00/workspace/f.txt") {
+		t.Errorf("a put process runs: %q", out)
+	}
+	pw.CloseWithError(errors.New("the client went away"))
+	if err := <-done; err == nil {
+		t.Fatal("a write cut short succeeded")
+	}
+	if b, _ := os.ReadFile(filepath.Join(spec.Workspace, "f.txt")); string(b) != "old" {
+		t.Errorf("the file became %d bytes", len(b))
+	}
+	if entries, _ := os.ReadDir(spec.Workspace); len(entries) != 1 {
+		t.Errorf("a temporary file was left behind: %v", entries)
 	}
 }

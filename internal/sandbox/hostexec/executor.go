@@ -103,6 +103,7 @@ func Run(ctx context.Context, dir string, uid int, req *proto.ExecRequest, stdin
 	}
 	hreq.ContentLength = -1 // chunked: stdin streams while output comes back
 	hreq.Header.Set("Accept", proto.ExecFramesMedia)
+	hreq.Header.Set(proto.ExecBuiltinHeader, proto.ExecBuiltinPut)
 
 	callCtx := ctx
 	if timeout > 0 {

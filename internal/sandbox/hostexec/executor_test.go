@@ -253,8 +253,8 @@ func serveExecutor(t *testing.T, h http.HandlerFunc) string {
 func TestRunNegotiatesFrames(t *testing.T) {
 	answers := map[string]http.HandlerFunc{
 		"binary": func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("Accept") != proto.ExecFramesMedia {
-				t.Errorf("Accept %q", r.Header.Get("Accept"))
+			if r.Header.Get("Accept") != proto.ExecFramesMedia || r.Header.Get(proto.ExecBuiltinHeader) != proto.ExecBuiltinPut {
+				t.Errorf("Accept %q, %s %q", r.Header.Get("Accept"), proto.ExecBuiltinHeader, r.Header.Get(proto.ExecBuiltinHeader))
 			}
 			w.Header().Set("Content-Type", proto.ExecFramesMedia)
 			for _, fr := range []struct {
