@@ -14,9 +14,10 @@ import (
 // as it passes and stdin is the content followed by DigestTrailer(sum):
 // the trailer commits them: put renames only when both came whole, and
 // checks the trailer's form, not its digest (the gateway's, of exactly the
-// bytes it sent, is the record; a digest in argv put does check). A gateway that finds something wrong (a body
-// longer or shorter than stated, a stated digest that does not match)
-// ends stdin without the trailer, which put refuses like a cut stream.
+// bytes it sent, is the record; a digest in argv put does check). A
+// gateway that finds something wrong (a body longer or shorter than
+// stated, a stated digest that does not match) ends stdin without the
+// trailer, which put refuses like a cut stream.
 const PutDigestAfter = "-"
 
 // ExitUsage is the exit code of a toolgate-client command refused for its

@@ -164,8 +164,9 @@ func WriteFile(ctx context.Context, run Runner, p string, data []byte) error {
 // core as they pass and returns their SHA-256; nothing here holds the
 // content. Without want the digest follows the content to put as its
 // commit mark: put replaces the file only after exactly size bytes and that
-// one trailer (proto.PutDigestAfter), and does not hash them again; with want (stated before the bytes) it goes first,
-// as WriteFile's, and the bytes must have it. Content shorter or longer
+// one trailer (proto.PutDigestAfter), and does not hash them again; with
+// want (stated before the bytes) it goes first, as WriteFile's, and the
+// bytes must have it. Content shorter or longer
 // than size, or not of want, is refused here and there: the file stays.
 func WriteFileFrom(ctx context.Context, run Runner, p string, r io.Reader, size int64, want *[sha256.Size]byte) ([sha256.Size]byte, error) {
 	if err := CheckAbs(p); err != nil {
@@ -220,7 +221,9 @@ type digestBody struct {
 }
 
 func newDigestBody(r io.Reader, size int64, want *[sha256.Size]byte) *digestBody {
-	return &digestBody{r: r, size: size, left: size, want: want, hb: newHashBehind(4, proto.MaxFramePayload)}
+	// Buffers no larger than the content: a small write does not hold 4 MiB.
+	buf := int(min(size, proto.MaxFramePayload))
+	return &digestBody{r: r, size: size, left: size, want: want, hb: newHashBehind(4, buf)}
 }
 
 func (d *digestBody) Read(p []byte) (int, error) {
