@@ -27,9 +27,10 @@ type ExitCode int
 
 func (e ExitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-// Main runs the command line args with toolgate's tree and returns the
-// process exit status, writing a failure to stderr.
-func Main(args []string, stderr io.Writer) int { return Run(NewRootCmd(), args, stderr) }
+// Main runs the command line args with toolgate's tree (as much of it as
+// they need: rootFor) and returns the process exit status, writing a
+// failure to stderr.
+func Main(args []string, stderr io.Writer) int { return Run(rootFor(args), args, stderr) }
 
 // Run runs the command line args with the tree root and returns the
 // process exit status, writing a failure to stderr.

@@ -63,6 +63,19 @@ func defaultHome() (string, error) {
 // Commands adds commands to the tree, given the shared flags.
 type Commands func(g *Globals) []*cobra.Command
 
+// clientCommands are the commands of this package, by name, so that Main
+// can build only the one a command line runs (TestClientCommandNames keeps
+// each name its command's).
+var clientCommands = []struct {
+	name string
+	new  func(*Globals) *cobra.Command
+}{
+	{"agents", newAgentsCmd}, {"exec", newExecCmd}, {"read", newReadCmd},
+	{"write", newWriteCmd}, {"patch", newPatchCmd}, {"call", newCallCmd},
+	{"run", newRunCmd}, {"ingest", newIngestCmd},
+	{"approvals", newApprovalsCmd},
+}
+
 // NewRootCmd returns the command tree of the toolgate binary: the commands
 // that talk to a running gateway, and for each other command a stand-in that runs toolgate-gateway instead
 // (gateway.go).
@@ -72,6 +85,60 @@ func NewRootCmd() *cobra.Command { return NewRootWith(delegated) }
 // gateway: toolgate-gateway's tree when they are the real ones.
 func NewRootWith(gateway Commands) *cobra.Command {
 	g := &Globals{}
+	root := newRoot(g)
+	for _, c := range clientCommands {
+		root.AddCommand(c.new(g))
+	}
+	root.AddCommand(gateway(g)...)
+	refuseUnknownSubcommands(root)
+	return root
+}
+
+// rootFor returns the tree that runs args: the root with only the command
+// they name when it is one of clientCommands, else NewRootCmd's whole tree.
+// Building, and then walking, every command and the completion command
+// cobra adds was ~5% of a `toolgate exec`'s CPU. That command behaves the
+// same in either tree: help, usage and errors are its own and the root's
+// (TestRootForRunsAsWholeTree); only commands that list or search the
+// root's others (help, completion, a misspelt name) need the whole tree.
+func rootFor(args []string) *cobra.Command {
+	name := commandName(args)
+	for _, c := range clientCommands {
+		if c.name == name {
+			g := &Globals{}
+			root := newRoot(g)
+			root.AddCommand(c.new(g))
+			// The completion command cannot be the one that runs.
+			root.CompletionOptions.DisableDefaultCmd = true
+			refuseUnknownSubcommands(root)
+			return root
+		}
+	}
+	return NewRootCmd()
+}
+
+// commandName is the first word of args after the root's flags (and their
+// values): the top-level command they run. It is "" when a flag it does not
+// know comes first: how that flag parses decides which word the command is.
+func commandName(args []string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case !strings.HasPrefix(a, "-"):
+			return a
+		case a == "--home" || a == "--config" || a == "--context":
+			i++ // its value
+		case strings.HasPrefix(a, "--home=") || strings.HasPrefix(a, "--config=") || strings.HasPrefix(a, "--context="):
+		default:
+			return ""
+		}
+	}
+	return ""
+}
+
+// newRoot returns the root command, with the flags every command shares
+// bound to g.
+func newRoot(g *Globals) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "toolgate",
 		Short:         "One chokepoint for every tool call an AI agent makes",
@@ -89,14 +156,6 @@ func NewRootWith(gateway Commands) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.Home, "home", "", "toolgate home (default $TOOLGATE_HOME or ~/.toolgate)")
 	root.PersistentFlags().StringVar(&g.Config, "config", "", "config file (default HOME/config.yaml)")
 	root.PersistentFlags().StringVar(&g.Context, "context", "", "reach the gateway of context `NAME` (HOME/contexts/NAME: address, admin.token), e.g. one in a cluster")
-	root.AddCommand(
-		newAgentsCmd(g), newExecCmd(g), newReadCmd(g),
-		newWriteCmd(g), newPatchCmd(g), newCallCmd(g),
-		newRunCmd(g), newIngestCmd(g),
-		newApprovalsCmd(g),
-	)
-	root.AddCommand(gateway(g)...)
-	refuseUnknownSubcommands(root)
 	return root
 }
 
