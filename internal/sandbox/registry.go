@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -10,12 +11,21 @@ import (
 // current sandbox: the backend's reference to it (a container id, a pod's
 // name and UID), the spec it was made from, and whether it is stale — to
 // be made anew on its next use (its spec changed, it was removed, it died
-// under a call). The handle outlives the sandboxes it points at.
+// under a call) — and the queue its calls wait in for their turn. The
+// handle outlives the sandboxes it points at.
 type Handle[R any] struct {
 	mu    sync.Mutex
 	ref   R
 	spec  AgentSpec
 	stale bool
+	queue Queue
+}
+
+// Admit waits for a call's turn on the sandbox (Queue, with the limit its
+// CPU share gives); leave ends it.
+func (h *Handle[R]) Admit(ctx context.Context) (leave func(), err error) {
+	_, spec := h.Current()
+	return h.queue.Enter(ctx, QueueLimit(spec.CPUs), QueueGrace)
 }
 
 // Set points the handle at a new sandbox, made from spec: no longer stale.
