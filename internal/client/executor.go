@@ -88,10 +88,24 @@ func serveExec(w http.ResponseWriter, r *http.Request) {
 		servePut(w, r, c, body)
 		return
 	}
+	// A body that ends with its line (the gateway sends those with a
+	// Content-Length) is a call without stdin: the command reads
+	// /dev/null, as from an Engine exec without stdin, and no pipe or
+	// pump is made for it.
+	noStdin := r.ContentLength >= 0 && atEOF(body)
+	var stdin *os.File
+	first := 0
+	if noStdin {
+		if stdin, err = devNull(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		first = 1
+	}
 	var pipes [3][2]*os.File // [stdin, stdout, stderr][read, write]
-	for i := range pipes {
+	for i := first; i < len(pipes); i++ {
 		if pipes[i], err = childPipe(i == 0); err != nil {
-			for _, p := range pipes[:i] {
+			for _, p := range pipes[first:i] {
 				p[0].Close()
 				p[1].Close()
 			}
@@ -99,7 +113,10 @@ func serveExec(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	c.stdio = [3]*os.File{pipes[0][0], pipes[1][1], pipes[2][1]}
+	if !noStdin {
+		stdin = pipes[0][0]
+	}
+	c.stdio = [3]*os.File{stdin, pipes[1][1], pipes[2][1]}
 	_ = http.NewResponseController(w).EnableFullDuplex()
 	out := newFrameOut(w, r.Header.Get("Accept") == proto.ExecFramesMedia)
 
@@ -114,17 +131,19 @@ func serveExec(w http.ResponseWriter, r *http.Request) {
 		case <-cancel:
 		}
 	}()
-	go func() {
-		err := pipePump(body, pipes[0][1], 0, proto.MaxFramePayload, func(p []byte) error {
-			_, err := pipes[0][1].Write(p)
-			return err
-		})
-		pipes[0][1].Close()
-		var pe *os.PathError
-		if err != nil && !errors.As(err, &pe) {
-			gone() // the body broke, not the pipe: the connection is gone
-		}
-	}()
+	if !noStdin {
+		go func() {
+			err := pipePump(body, pipes[0][1], 0, proto.MaxFramePayload, func(p []byte) error {
+				_, err := pipes[0][1].Write(p)
+				return err
+			})
+			pipes[0][1].Close()
+			var pe *os.PathError
+			if err != nil && !errors.As(err, &pe) {
+				gone() // the body broke, not the pipe: the connection is gone
+			}
+		}()
+	}
 	var wg sync.WaitGroup
 	for i, kind := range []byte{proto.FrameStdout, proto.FrameStderr} {
 		rd := pipes[i+1][0]
@@ -136,22 +155,33 @@ func serveExec(w http.ResponseWriter, r *http.Request) {
 
 	start := time.Now()
 	code := runCall(c, pipes[2][1])
-	pipes[0][0].Close()
+	if !noStdin {
+		pipes[0][0].Close()
+	}
 	pipes[1][1].Close()
 	pipes[2][1].Close()
-	drained := make(chan struct{})
-	go func() { wg.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(drainGrace):
+	// A process that left the group may hold the pipes: its output is
+	// read for drainGrace more, then no longer.
+	stop := time.AfterFunc(drainGrace, func() {
 		pipes[1][0].Close()
 		pipes[2][0].Close()
-		<-drained
-	}
+	})
+	wg.Wait()
+	stop.Stop()
 	timedOut := c.timeout > 0 && code == ExitTimeout && time.Since(start) >= c.timeout
 	_ = out.exit(proto.ExecExit{ExitCode: code, TimedOut: timedOut})
 	gone()
 }
+
+// atEOF reports whether r has nothing more to read (without blocking when
+// it has: a body of known length holds what it promised).
+func atEOF(r *bufio.Reader) bool {
+	_, err := r.Peek(1)
+	return errors.Is(err, io.EOF)
+}
+
+// devNull is the stdin of every call without one, opened once.
+var devNull = sync.OnceValues(func() (*os.File, error) { return os.Open(os.DevNull) })
 
 // builtinClient is the program whose `put` the executor serves in process
 // (a variable for the tests, whose binary is not installed there).

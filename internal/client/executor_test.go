@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -134,6 +135,48 @@ func TestExecutor(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A request whose body is its line alone, its length stated (how the
+// gateway sends a call without stdin), gives the command /dev/null; a
+// body of stated length with more after the line, or a chunked one (stdin
+// streamed, even when it turns out empty), gives it a pipe with those
+// bytes.
+func TestExecutorStdin(t *testing.T) {
+	c := testExecutor(t)
+	const probe = `{"argv":["sh","-c","readlink /proc/self/fd/0; cat"]}` + "\n"
+	for _, tt := range []struct {
+		name    string
+		body    io.Reader
+		length  int64
+		pipe    bool
+		content string
+	}{
+		{"line alone, length stated", strings.NewReader(probe), int64(len(probe)), false, ""},
+		{"stdin after the line, length stated", strings.NewReader(probe + "hello"), int64(len(probe) + 5), true, "hello"},
+		{"chunked, stdin empty", io.MultiReader(strings.NewReader(probe)), -1, true, ""},
+		{"chunked, stdin", io.MultiReader(strings.NewReader(probe), strings.NewReader("hi")), -1, true, "hi"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, "http://executor"+proto.ExecRoute, tt.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.ContentLength = tt.length
+			req.Header.Set("Accept", proto.ExecFramesMedia)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			f := readAll(t, resp)
+			stdin, content, _ := strings.Cut(f.stdout, "\n")
+			if f.exit == nil || f.exit.ExitCode != 0 || content != tt.content || strings.HasPrefix(stdin, "pipe:") != tt.pipe ||
+				!tt.pipe && stdin != os.DevNull {
+				t.Fatalf("stdin %q, content %q, exit %+v, stderr %q", stdin, content, f.exit, f.stderr)
+			}
+		})
 	}
 }
 

@@ -407,6 +407,7 @@ func TestExec(t *testing.T) {
 		{"exit code and streams", gateway.ExecSpec{Argv: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}}, 3, "out\n", "err\n"},
 		{"argv is not a shell", gateway.ExecSpec{Argv: []string{"echo", "$(id)", "a b", `"q'`}}, 0, "$(id) a b \"q'\n", ""},
 		{"stdin", gateway.ExecSpec{Argv: []string{"sh", "-c", "wc -c; cat >/dev/null"}, Stdin: strings.NewReader(strings.Repeat("x", 100000))}, 0, "100000\n", ""},
+		{"no stdin reads /dev/null", gateway.ExecSpec{Argv: []string{"readlink", "/proc/self/fd/0"}}, 0, "/dev/null\n", ""},
 		{"cwd and env", gateway.ExecSpec{Argv: []string{"sh", "-c", "pwd; echo $FOO; echo $TOOLGATE_CALL_ID"}, Cwd: "/tmp", Env: []string{"FOO=bar"}, CallID: "call-1"}, 0, "/tmp\nbar\ncall-1\n", ""},
 		{"signal exit", gateway.ExecSpec{Argv: []string{"sh", "-c", "kill -TERM $$"}}, 128 + 15, "", ""},
 		{"not found", gateway.ExecSpec{Argv: []string{"no-such-command"}}, 127, "", "toolgate-client run: exec: \"no-such-command\": executable file not found in $PATH\n"},

@@ -93,7 +93,8 @@ func Run(ctx context.Context, dir string, uid int, req *proto.ExecRequest, stdin
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoExecutor, err)
 	}
-	body := io.Reader(bytes.NewReader(append(line, '\n')))
+	line = append(line, '\n')
+	body := io.Reader(bytes.NewReader(line))
 	if stdin != nil {
 		body = bulkBody{io.MultiReader(body, stdin)}
 	}
@@ -101,7 +102,13 @@ func Run(ctx context.Context, dir string, uid int, req *proto.ExecRequest, stdin
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoExecutor, err)
 	}
-	hreq.ContentLength = -1 // chunked: stdin streams while output comes back
+	// With stdin, chunked: it streams while output comes back. Without,
+	// the body is the line alone, its length stated: the executor then
+	// gives the command /dev/null.
+	hreq.ContentLength = -1
+	if stdin == nil {
+		hreq.ContentLength = int64(len(line))
+	}
 	hreq.Header.Set("Accept", proto.ExecFramesMedia)
 	hreq.Header.Set(proto.ExecBuiltinHeader, proto.ExecBuiltinPut)
 
@@ -115,7 +122,12 @@ func Run(ctx context.Context, dir string, uid int, req *proto.ExecRequest, stdin
 	// kills the process group when its request's connection goes away.
 	stop := context.AfterFunc(callCtx, func() { conn.Close() })
 	defer stop()
-	go func() { _ = hreq.Write(conn) }()
+	// A failed write shows in the response read below.
+	if stdin == nil {
+		_ = hreq.Write(conn) // small: the socket's buffer takes it, no goroutine needed
+	} else {
+		go func() { _ = hreq.Write(conn) }()
+	}
 
 	lim := &headLimit{r: conn, left: maxExecHead}
 	br := responseReaders.Get().(*bufio.Reader)
