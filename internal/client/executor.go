@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -120,17 +121,11 @@ func serveExec(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).EnableFullDuplex()
 	out := newFrameOut(w, r.Header.Get("Accept") == proto.ExecFramesMedia)
 
-	cancel := make(chan struct{})
-	var cancelOnce sync.Once
-	gone := func() { cancelOnce.Do(func() { close(cancel) }) }
-	c.cancel = cancel
-	go func() {
-		select {
-		case <-r.Context().Done():
-			gone()
-		case <-cancel:
-		}
-	}()
+	// The call ends when the gateway goes away (the request's context)
+	// or its output can no longer be written (gone).
+	ctx, gone := context.WithCancel(r.Context())
+	defer gone()
+	c.cancel = ctx
 	if !noStdin {
 		go func() {
 			err := pipePump(body, pipes[0][1], 0, proto.MaxFramePayload, func(p []byte) error {
@@ -170,7 +165,6 @@ func serveExec(w http.ResponseWriter, r *http.Request) {
 	stop.Stop()
 	timedOut := c.timeout > 0 && code == ExitTimeout && time.Since(start) >= c.timeout
 	_ = out.exit(proto.ExecExit{ExitCode: code, TimedOut: timedOut})
-	gone()
 }
 
 // atEOF reports whether r has nothing more to read (without blocking when

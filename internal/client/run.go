@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -86,7 +88,7 @@ type callSpec struct {
 	timeout time.Duration
 	callID  string
 	signals <-chan os.Signal // forwarded to the group
-	cancel  <-chan struct{}  // closed: kill the group (the caller is gone)
+	cancel  context.Context  // done: kill the group (the caller is gone); nil: never
 }
 
 // runCall starts the call's argv as the leader of a new process group,
@@ -121,31 +123,42 @@ func runCall(c *callSpec, stderr io.Writer) int {
 		}
 	}
 
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var expired <-chan time.Time
+	// The leader is waited for here; what ends the group early (its
+	// timeout, the caller going away) does so from a callback, and
+	// signals are forwarded by a goroutine only when there are any: a
+	// call costs no goroutine and no wake-up beyond its own wait.
+	var expired atomic.Bool
 	if c.timeout > 0 {
-		t := time.NewTimer(c.timeout)
+		t := time.AfterFunc(c.timeout, func() {
+			expired.Store(true)
+			killGroup(pgid)
+		})
 		defer t.Stop()
-		expired = t.C
 	}
-	for {
-		select {
-		case err := <-done:
-			killGroup(pgid)
-			return exitCode(cmd, err)
-		case <-expired:
-			killGroup(pgid)
-			<-done
-			fmt.Fprintf(stderr, "toolgate: command timed out after %s; its process group was killed\n", c.timeout)
-			return ExitTimeout
-		case <-c.cancel:
-			killGroup(pgid)
-			return exitCode(cmd, <-done)
-		case s := <-c.signals:
-			_ = syscall.Kill(-pgid, s.(syscall.Signal))
-		}
+	if c.cancel != nil {
+		defer context.AfterFunc(c.cancel, func() { killGroup(pgid) })()
 	}
+	if c.signals != nil {
+		waited := make(chan struct{})
+		defer close(waited)
+		go func() {
+			for {
+				select {
+				case s := <-c.signals:
+					_ = syscall.Kill(-pgid, s.(syscall.Signal))
+				case <-waited:
+					return
+				}
+			}
+		}()
+	}
+	err := cmd.Wait()
+	killGroup(pgid)
+	if expired.Load() {
+		fmt.Fprintf(stderr, "toolgate: command timed out after %s; its process group was killed\n", c.timeout)
+		return ExitTimeout
+	}
+	return exitCode(cmd, err)
 }
 
 // killedBeforeStart reports, on stderr too, whether a kill for c's call id
