@@ -20,14 +20,15 @@ import (
 //
 //	go test ./internal/daemon -run '^$' -bench GoalCLIExec -benchtime 200x
 //
-// Where a run's time went (Dec 2026, 2 shared cores, medians): the
-// process's fork, exec and exit ~1.3 ms (an empty Go program); the Go
-// runtime and 49 initialisers ~1 ms to main; cobra's tree 0.08 ms; the
-// call ~2.5 ms, of it in the gateway: decide 0.07, the decision's fsync
-// 0.46, the warm executor 1.87 (its checked dial 0.16, the sandbox's run
-// of the command 1.71), result and answer 0.1. A raw-socket Go client
-// without cobra or JSON is ~0.6 ms faster than toolgate; the rest is the
-// process and the executor.
+// Where a run's time went (Dec 2026, 2 shared cores, medians): the CLI
+// process ~2.3 ms (an empty static Go program alone costs ~1.2 ms here:
+// its runtime's cpuid instructions trap to the hypervisor; toolgate builds
+// only the command that runs); the call ~2.1 ms: connect and request
+// 0.15, decide 0.03, the decision's write and fsync 0.35, the checked dial
+// to the warm executor 0.07, the sandbox's run 1.35 — of which busybox's
+// `true` itself ~0.9 (fork/exec 0.2 and its glibc start-up 0.7, again
+// mostly cpuid) and the executor ~0.15 in its handler plus the wake-ups
+// between the two processes — then result entry and answer 0.15.
 func BenchmarkGoalCLIExec(b *testing.B) {
 	e := newEnv(b, "clibench")
 	a := e.agents[0]
