@@ -192,6 +192,7 @@ type AgentStatus struct {
 	Calls     uint64    `json:"calls"`
 	Denials   uint64    `json:"denials"`
 	Error     string    `json:"error,omitempty"`
+	Waiting   int       `json:"waiting,omitempty"` // calls waiting for their turn in the sandbox
 }
 
 // Agents lists the agents and their sandboxes.

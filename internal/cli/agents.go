@@ -34,6 +34,9 @@ func newAgentsCmd(g *Globals) *cobra.Command {
 				if r.Error != "" {
 					state += " (" + r.Error + ")"
 				}
+				if r.Waiting > 0 {
+					state += fmt.Sprintf(" (%d calls waiting)", r.Waiting)
+				}
 				fmt.Fprintf(tw, "%s\t%.12s\t%s\t%s\t%s\t%d\t%d\n", r.Agent, r.Container, r.Image, state, uptime, r.Calls, r.Denials)
 			}
 			return tw.Flush()

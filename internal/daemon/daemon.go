@@ -517,6 +517,7 @@ func (d *Daemon) status(ctx context.Context) ([]adminclient.AgentStatus, error) 
 		row := adminclient.AgentStatus{Agent: name, Image: a.Image, State: sandbox.StateMissing}
 		if ok {
 			row.Container, row.Image, row.State, row.StartedAt, row.Error = s.ContainerID, s.Image, s.State, s.StartedAt, s.Error
+			row.Waiting = s.Waiting
 		}
 		rows = append(rows, row)
 	}
@@ -759,16 +760,17 @@ func (d *Daemon) newMetrics() *metrics.Metrics {
 			}
 			return a, t || claudeTools[tool]
 		},
-		Sandboxes: func(ctx context.Context) map[string]int {
+		Sandboxes: func(ctx context.Context) (byState, waiting map[string]int) {
 			rows, err := d.status(ctx)
 			if err != nil {
-				return map[string]int{"unknown": len(d.config().Agents)}
+				return map[string]int{"unknown": len(d.config().Agents)}, nil
 			}
-			out := map[string]int{}
+			byState, waiting = map[string]int{}, map[string]int{}
 			for _, r := range rows {
-				out[r.State]++
+				byState[r.State]++
+				waiting[r.Agent] = r.Waiting
 			}
-			return out
+			return byState, waiting
 		},
 		Audit: func() (uint64, uint64) {
 			st := d.audit.Stats()

@@ -36,6 +36,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		`toolgate_calls_total{agent="` + agent + `",decision="deny",kind="core_tool",tool="exec"} 1`,
 		`toolgate_call_phase_seconds_count{kind="core_tool",phase="audit"} 2`,
 		`toolgate_sandboxes{state="running"} 1`,
+		`toolgate_sandbox_calls_waiting{agent="` + agent + `"} 0`,
 		`toolgate_audit_syncs_total`,
 		`toolgate_audit_index_lag_seconds`,
 	} {

@@ -24,8 +24,9 @@ import (
 type Sources struct {
 	// Known says whether an agent and a tool are in the configuration.
 	Known func(agent, tool string) (agentOK, toolOK bool)
-	// Sandboxes counts the agents' sandboxes by state (running, starting, missing …).
-	Sandboxes func(ctx context.Context) map[string]int
+	// Sandboxes counts the agents' sandboxes by state (running, starting,
+	// missing …) and, by agent, the calls waiting for their turn in each.
+	Sandboxes func(ctx context.Context) (byState, waiting map[string]int)
 	// Audit reports the writer's entries and fsyncs since start.
 	Audit func() (entries, syncs uint64)
 	// IndexLag is how long the audit index has been behind the log (0 when
@@ -156,6 +157,7 @@ type scrape struct{ m *Metrics }
 
 var (
 	sandboxesDesc = prometheus.NewDesc("toolgate_sandboxes", "Agents' sandboxes by state.", []string{"state"}, nil)
+	waitingDesc   = prometheus.NewDesc("toolgate_sandbox_calls_waiting", "Calls waiting for their turn in the agent's sandbox (first come, first served; 8 at once per CPU of its share).", []string{"agent"}, nil)
 	auditDesc     = prometheus.NewDesc("toolgate_audit_entries_total", "Entries the audit writer made durable since start.", nil, nil)
 	syncsDesc     = prometheus.NewDesc("toolgate_audit_syncs_total", "fsyncs of the audit log since start (entries/syncs is the group-commit factor).", nil, nil)
 	lagDesc       = prometheus.NewDesc("toolgate_audit_index_lag_seconds", "How long the query index has been behind the audit log (0: caught up, -1: no index).", nil, nil)
@@ -164,6 +166,7 @@ var (
 
 func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
 	ch <- sandboxesDesc
+	ch <- waitingDesc
 	ch <- auditDesc
 	ch <- syncsDesc
 	ch <- lagDesc
@@ -174,8 +177,12 @@ func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 	src := s.m.src
 	if src.Sandboxes != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		for state, n := range src.Sandboxes(ctx) {
+		byState, waiting := src.Sandboxes(ctx)
+		for state, n := range byState {
 			ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(n), state)
+		}
+		for agent, n := range waiting {
+			ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(n), agent)
 		}
 		cancel()
 	}

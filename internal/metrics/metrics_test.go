@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -20,8 +21,10 @@ func scrapeText(t *testing.T, m *Metrics) string {
 
 func TestObserveCall(t *testing.T) {
 	m := New(Sources{
-		Known:       func(agent, tool string) (bool, bool) { return agent == "demo", tool == "exec" || tool == "egress" },
-		Sandboxes:   nil,
+		Known: func(agent, tool string) (bool, bool) { return agent == "demo", tool == "exec" || tool == "egress" },
+		Sandboxes: func(context.Context) (map[string]int, map[string]int) {
+			return map[string]int{"running": 1}, map[string]int{"demo": 3}
+		},
 		Audit:       func() (uint64, uint64) { return 10, 4 },
 		IndexLag:    func() time.Duration { return 0 },
 		PostgresLag: func() time.Duration { return -time.Second },
@@ -46,6 +49,8 @@ func TestObserveCall(t *testing.T) {
 		`toolgate_egress_bytes_total{agent="demo",direction="down"} 5000`,
 		`toolgate_model_tokens_total{agent="demo",model="claude-x",type="input"} 12`,
 		`toolgate_model_cost_usd_total{agent="demo",model="claude-x"} 0.25`,
+		`toolgate_sandboxes{state="running"} 1`,
+		`toolgate_sandbox_calls_waiting{agent="demo"} 3`,
 		`toolgate_audit_entries_total 10`,
 		`toolgate_audit_index_lag_seconds 0`,
 		`toolgate_audit_postgres_lag_seconds -1`,

@@ -21,6 +21,9 @@ type Handle[R any] struct {
 	queue Queue
 }
 
+// Queue is the queue the sandbox's calls wait in.
+func (h *Handle[R]) Queue() *Queue { return &h.queue }
+
 // Admit waits for a call's turn on the sandbox (Queue, with the limit its
 // CPU share gives); leave ends it.
 func (h *Handle[R]) Admit(ctx context.Context) (leave func(), err error) {

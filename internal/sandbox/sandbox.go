@@ -197,6 +197,7 @@ type Status struct {
 	State       string // starting, failed, running, exited, missing …
 	StartedAt   time.Time
 	Error       string // why it failed to start
+	Waiting     int    // calls waiting for their turn in its queue (Queue)
 }
 
 // StateMissing is the State of a sandbox that does not exist.

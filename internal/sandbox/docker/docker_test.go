@@ -814,3 +814,58 @@ func TestClaudeManagedSettingsMounted(t *testing.T) {
 		t.Fatalf("%s is not mounted read-only: %q", hooks.ManagedSettingsDir, line)
 	}
 }
+
+// Calls beyond the sandbox's limit wait their turn: Status counts them,
+// and they run once places are free.
+func TestCallsWaitTheirTurn(t *testing.T) {
+	spec, sb := newAgent(t)
+	ctx := context.Background()
+	mustRun(t, sb, "true") // the executor is up
+	limit := sandbox.QueueLimit(spec.CPUs)
+	var held []func()
+	for range limit {
+		leave, err := sb.h.Queue().Enter(ctx, limit, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, leave)
+	}
+	results := make(chan execResult, 3)
+	for range 3 {
+		go func() { results <- run(ctx, sb, gateway.ExecSpec{Argv: []string{"echo", "ran"}}) }()
+	}
+	waiting := func() int {
+		st, err := testMgr.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st {
+			if s.Agent == spec.Agent {
+				return s.Waiting
+			}
+		}
+		t.Fatalf("no status for %s", spec.Agent)
+		return 0
+	}
+	for deadline := time.Now().Add(time.Minute); waiting() != 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Status shows %d calls waiting, want 3", waiting())
+		}
+	}
+	select {
+	case r := <-results:
+		t.Fatalf("a call ran while every place was held: %+v", r)
+	default:
+	}
+	for _, leave := range held {
+		leave()
+	}
+	for range 3 {
+		if r := <-results; r.err != nil || r.out.ExitCode != 0 || r.stdout != "ran\n" {
+			t.Fatalf("a call that waited: %+v", r)
+		}
+	}
+	if n := waiting(); n != 0 {
+		t.Fatalf("%d calls still waiting", n)
+	}
+}

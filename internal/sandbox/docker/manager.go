@@ -551,7 +551,7 @@ func (m *Manager) findByName(ctx context.Context, name string) (*container.Summa
 func (m *Manager) Status(ctx context.Context) ([]sandbox.Status, error) {
 	var cs map[string]*container.Summary
 	out, err := m.agents.Status(func(a string, b *Sandbox) (sandbox.Status, error) {
-		st := sandbox.Status{Agent: a}
+		st := sandbox.Status{Agent: a, Waiting: b.h.Queue().Waiting()}
 		var err error
 		if st.State, err = b.boot.state(); err != nil {
 			st.Error = err.Error()

@@ -479,8 +479,10 @@ func (m *Manager) writeLaunchers(uid types.UID, spec sandbox.AgentSpec) error {
 
 // Status reports each configured agent's sandbox pod.
 func (m *Manager) Status(ctx context.Context) ([]sandbox.Status, error) {
-	return m.agents.Status(func(agent string, _ *Sandbox) (sandbox.Status, error) {
-		return m.PodStatus(ctx, agent)
+	return m.agents.Status(func(agent string, b *Sandbox) (sandbox.Status, error) {
+		st, err := m.PodStatus(ctx, agent)
+		st.Waiting = b.h.Queue().Waiting()
+		return st, err
 	})
 }
 
