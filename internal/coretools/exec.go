@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"strings"
 	"sync"
@@ -201,6 +202,9 @@ func (t *Exec) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
+	if oc.Queued >= time.Millisecond {
+		resultDetail(call)["queuedMs"] = oc.Queued.Milliseconds()
+	}
 	streams.Finish()
 	stdout, stderr, _ := streams.Kept()
 	out := &ExecOutput{
@@ -220,6 +224,17 @@ func (t *Exec) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 	}
 	res.Error = strings.Join(problems, "; ")
 	return res, nil
+}
+
+// resultDetail is the detail the call's result entry will carry, to add
+// to: a copy, since the decision entry, already written, keeps the one it
+// had (and knew no digest, no byte count, no wait).
+func resultDetail(call *gateway.Call) map[string]any {
+	call.Detail = maps.Clone(call.Detail)
+	if call.Detail == nil {
+		call.Detail = map[string]any{}
+	}
+	return call.Detail
 }
 
 // AuditArgs keeps the size of stdin, never its content.

@@ -20,8 +20,9 @@ import (
 // ROOT/etc/passwd, as the container would see its own) and runs argv on the
 // host with os/exec. Good enough to test the tools; Docker is tested elsewhere.
 type fakeSandbox struct {
-	root  string
-	execs []*gateway.ExecSpec
+	root   string
+	execs  []*gateway.ExecSpec
+	queued time.Duration // what each exec says it waited for its turn
 }
 
 func newFake(t testing.TB) *fakeSandbox {
@@ -79,7 +80,7 @@ func (f *fakeSandbox) Exec(ctx context.Context, spec *gateway.ExecSpec) (*gatewa
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
-	oc := &gateway.ExecOutcome{TimedOut: ctx.Err() == context.DeadlineExceeded}
+	oc := &gateway.ExecOutcome{TimedOut: ctx.Err() == context.DeadlineExceeded, Queued: f.queued}
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):

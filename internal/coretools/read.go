@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -178,12 +177,8 @@ func readRaw(ctx context.Context, call *gateway.Call, env *gateway.RunEnv, capBy
 		}
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
-	detail := maps.Clone(call.Detail)
-	if detail == nil {
-		detail = map[string]any{}
-	}
+	detail := resultDetail(call)
 	detail["bytes"], detail["sha256"] = counted.n, sum
-	call.Detail = detail // the result entry's: the decision entry is already written
 	return &gateway.Result{Output: &ReadOutput{Path: call.Path, Size: counted.n, Encoding: "raw", SHA256: sum}}, nil
 }
 

@@ -275,6 +275,38 @@ func TestExec(t *testing.T) {
 	}
 }
 
+// A call that waited for its turn in the sandbox says how long in its
+// result's detail (whole milliseconds; under one, nothing), and the
+// decision's detail stays as it was written.
+func TestExecQueuedInDetail(t *testing.T) {
+	h := newHarness(t, config.Limits{})
+	for _, c := range []struct {
+		queued time.Duration
+		want   any
+	}{
+		{0, nil},
+		{900 * time.Microsecond, nil},
+		{25*time.Millisecond + 600*time.Microsecond, int64(25)},
+	} {
+		h.sb.queued = c.queued
+		call, err := h.prepare("exec", `{"command":"true"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decided := map[string]any{"kept": true}
+		call.Detail = decided
+		if _, err := h.tools["exec"].Run(context.Background(), call, &gateway.RunEnv{Agent: testAgent, Sandbox: h.sb}); err != nil {
+			t.Fatal(err)
+		}
+		if got := call.Detail["queuedMs"]; got != c.want || call.Detail["kept"] != true {
+			t.Errorf("queued %v: detail %v, want queuedMs %v", c.queued, call.Detail, c.want)
+		}
+		if len(decided) != 1 {
+			t.Errorf("the decision's detail changed: %v", decided)
+		}
+	}
+}
+
 func TestExecTimesOut(t *testing.T) {
 	h := newHarness(t, config.Limits{})
 	res := h.mustCall("exec", `{"command":"echo started; sleep 1000 & wait","timeout":"200ms"}`)

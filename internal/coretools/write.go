@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"strings"
 
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -157,12 +156,8 @@ func (t *Write) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv
 		return nil, fmt.Errorf("write %s: %w", call.Path, err)
 	}
 	hexSum := hex.EncodeToString(sum[:])
-	detail := maps.Clone(call.Detail)
-	if detail == nil {
-		detail = map[string]any{}
-	}
+	detail := resultDetail(call)
 	detail["bytes"], detail["sha256"] = p.size, hexSum
-	call.Detail = detail // the result entry's: the decision entry, written before, had no digest to give
 	return &gateway.Result{Output: &WriteOutput{Path: call.Path, Bytes: p.size, SHA256: hexSum}}, nil
 }
 

@@ -167,6 +167,7 @@ type ExecSpec struct {
 type ExecOutcome struct {
 	ExitCode int
 	TimedOut bool
+	Queued   time.Duration // how long the call waited for its turn in the sandbox
 }
 
 // File is a file read from a sandbox.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Handle is what every backend's sandbox handle keeps of the agent's
@@ -25,10 +26,12 @@ type Handle[R any] struct {
 func (h *Handle[R]) Queue() *Queue { return &h.queue }
 
 // Admit waits for a call's turn on the sandbox (Queue, with the limit its
-// CPU share gives); leave ends it.
-func (h *Handle[R]) Admit(ctx context.Context) (leave func(), err error) {
+// CPU share gives) and says how long it waited; leave ends the turn.
+func (h *Handle[R]) Admit(ctx context.Context) (leave func(), waited time.Duration, err error) {
 	_, spec := h.Current()
-	return h.queue.Enter(ctx, QueueLimit(spec.CPUs), QueueGrace)
+	start := time.Now()
+	leave, err = h.queue.Enter(ctx, QueueLimit(spec.CPUs), QueueGrace)
+	return leave, time.Since(start), err
 }
 
 // Set points the handle at a new sandbox, made from spec: no longer stale.

@@ -857,12 +857,13 @@ func TestCallsWaitTheirTurn(t *testing.T) {
 		t.Fatalf("a call ran while every place was held: %+v", r)
 	default:
 	}
+	time.Sleep(30 * time.Millisecond) // every waiting call has waited at least this long
 	for _, leave := range held {
 		leave()
 	}
 	for range 3 {
-		if r := <-results; r.err != nil || r.out.ExitCode != 0 || r.stdout != "ran\n" {
-			t.Fatalf("a call that waited: %+v", r)
+		if r := <-results; r.err != nil || r.out.ExitCode != 0 || r.stdout != "ran\n" || r.out.Queued < 30*time.Millisecond {
+			t.Fatalf("a call that waited: %+v %+v", r, r.out)
 		}
 	}
 	if n := waiting(); n != 0 {

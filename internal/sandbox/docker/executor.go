@@ -23,12 +23,15 @@ var errNoExecutor = hostexec.ErrNoExecutor
 func (s *Sandbox) viaExecutor(ctx context.Context, req *proto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer, timeout time.Duration) (*gateway.ExecOutcome, error) {
 	_, spec := s.h.Current()
 	uid, _, _ := sandbox.ParseUser(spec.UserOrDefault())
-	leave, err := s.h.Admit(ctx)
+	leave, waited, err := s.h.Admit(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer leave()
 	out, err := hostexec.Run(ctx, spec.ExecDir(), uid, req, stdin, stdout, stderr, timeout)
+	if err == nil {
+		out.Queued = waited
+	}
 	if err == nil || errors.Is(err, errNoExecutor) {
 		return out, err
 	}

@@ -115,12 +115,15 @@ func (s *Sandbox) revive(ctx context.Context) error {
 func (s *Sandbox) viaExecutor(ctx context.Context, req *proto.ExecRequest, stdin io.Reader, stdout, stderr io.Writer, timeout time.Duration) (*gateway.ExecOutcome, error) {
 	_, uid, spec := s.current()
 	user, _, _ := sandbox.ParseUser(spec.UserOrDefault())
-	leave, err := s.h.Admit(ctx)
+	leave, waited, err := s.h.Admit(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer leave()
 	out, err := hostexec.Run(ctx, s.m.VolumeDir(uid, VolExec), user, req, stdin, stdout, stderr, timeout)
+	if err == nil {
+		out.Queued = waited
+	}
 	if err == nil || errors.Is(err, hostexec.ErrNoExecutor) {
 		return out, err
 	}
