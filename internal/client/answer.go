@@ -21,6 +21,18 @@ type respError struct {
 	ID      string `json:"id"`
 }
 
+// answerBody is the body after a head readHead read from r: chunked, of
+// the length it stated, or to the end.
+func answerBody(r *bufio.Reader, chunked bool, length int64) io.Reader {
+	switch {
+	case chunked:
+		return &chunkedReader{r: r}
+	case length >= 0:
+		return io.LimitReader(r, length)
+	}
+	return r
+}
+
 // readHead reads an HTTP/1.1 response head: the status, whether the body
 // is chunked, and its length (-1 when not given).
 func readHead(r *bufio.Reader) (status int, chunked bool, length int64, err error) {

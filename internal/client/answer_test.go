@@ -26,14 +26,7 @@ func FuzzReadAnswer(f *testing.F) {
 		if err != nil {
 			return
 		}
-		var rd io.Reader = br
-		switch {
-		case chunked:
-			rd = &chunkedReader{r: br}
-		case length >= 0:
-			rd = io.LimitReader(br, length)
-		}
-		body, _ := io.ReadAll(io.LimitReader(rd, 1<<20))
+		body, _ := io.ReadAll(io.LimitReader(answerBody(br, chunked, length), 1<<20))
 		if !chunked && length >= 0 && int64(len(body)) > length {
 			t.Fatalf("read %d bytes of a body of %d", len(body), length)
 		}

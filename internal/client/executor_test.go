@@ -21,8 +21,9 @@ import (
 	"github.com/toolgate/toolgate/internal/proto"
 )
 
-// testExecutor serves an executor on a temp socket and returns a client.
-func testExecutor(t *testing.T) *http.Client {
+// serveTestExecutor serves an executor on a temp socket (its call records
+// in a temp callsDir) and returns the socket's path.
+func serveTestExecutor(t *testing.T) string {
 	t.Helper()
 	old := callsDir
 	callsDir = t.TempDir()
@@ -34,6 +35,13 @@ func testExecutor(t *testing.T) *http.Client {
 	}
 	t.Cleanup(func() { ln.Close() })
 	go ServeExecutor(ln)
+	return sock
+}
+
+// testExecutor serves an executor on a temp socket and returns a client.
+func testExecutor(t *testing.T) *http.Client {
+	t.Helper()
+	sock := serveTestExecutor(t)
 	return &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer

@@ -114,17 +114,10 @@ func TestExecutorServesPut(t *testing.T) {
 // mid-content, the in-process put ends and removes its temporary file; the
 // target stays as it was.
 func TestExecutorPutConnectionGone(t *testing.T) {
-	testExecutor(t) // for its callsDir; this test dials itself
+	sock := serveTestExecutor(t) // this test dials itself
 	old := builtinClient
 	builtinClient = os.Args[0]
 	t.Cleanup(func() { builtinClient = old })
-	sock := filepath.Join(t.TempDir(), proto.ExecSocketName)
-	ln, err := ListenExecutor(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go ServeExecutor(ln)
 
 	dir := t.TempDir()
 	target := filepath.Join(dir, "f.txt")

@@ -241,14 +241,7 @@ func post(sock, path string, body []byte, deadline time.Time, out any) error {
 	if err != nil {
 		return fmt.Errorf("no answer from the gateway (restarting?): %v", unwrapOp(err))
 	}
-	var rd io.Reader = br
-	switch {
-	case chunked:
-		rd = &chunkedReader{r: br}
-	case length >= 0:
-		rd = io.LimitReader(br, length)
-	}
-	b, err := io.ReadAll(io.LimitReader(rd, 1<<20))
+	b, err := io.ReadAll(io.LimitReader(answerBody(br, chunked, length), 1<<20))
 	if err != nil {
 		return fmt.Errorf("reading the gateway's answer: %v", unwrapOp(err))
 	}
