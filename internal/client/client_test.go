@@ -173,8 +173,14 @@ func TestKillRacesRun(t *testing.T) {
 		if code := cmdKill([]string{"--call", id}, io.Discard); code != 0 {
 			t.Fatalf("kill %s: %d", id, code)
 		}
+		t0 := time.Now()
 		if code := <-codes; code != 137 {
 			t.Fatalf("call %s: exit %d, want 137 (killed)", id, code)
+		}
+		// A kill that found only the tombstone once waited out killGroup
+		// for the leader's zombie that only the call's own wait reaps.
+		if d := time.Since(t0); d >= reapWait {
+			t.Errorf("call %s took %v to end after its kill: it waited for its own zombie", id, d)
 		}
 	}
 	left, _ := os.ReadDir(callsDir)

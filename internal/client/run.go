@@ -117,9 +117,11 @@ func runCall(c *callSpec, stderr io.Writer) int {
 			defer os.Remove(filepath.Join(callsDir, c.callID))
 		}
 		// A kill that came between the check above and the record found
-		// neither: its tombstone is here now.
+		// neither: its tombstone is here now. The group is killed, not
+		// waited for: its leader stays in it, a zombie, until the wait
+		// below reaps it (killGroup would have waited 2 s for that).
 		if takeTombstone(c.callID) {
-			killGroup(pgid)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		}
 	}
 
@@ -214,6 +216,9 @@ func takeTombstone(id string) bool {
 	return syscall.Unlink(filepath.Join(callsDir, id+tombstoneSuffix)) == nil
 }
 
+// reapWait is how long killGroup waits for the group's members to be reaped.
+const reapWait = 2 * time.Second
+
 // killGroup kills a call's process group and waits, briefly, until init has
 // reaped every member (a killed member stays in the group as a zombie until
 // then), so a call that returns has no process left behind it. A group
@@ -223,7 +228,7 @@ func killGroup(pgid int) {
 		return // no member left, not even a zombie
 	}
 	// Reaping takes init a moment: look again soon, then less often.
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(reapWait)
 	for wait := 100 * time.Microsecond; time.Now().Before(deadline); wait = min(2*wait, 2*time.Millisecond) {
 		time.Sleep(wait)
 		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
