@@ -3,12 +3,14 @@ package client
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -208,5 +210,59 @@ func TestTombstonesPruned(t *testing.T) {
 	pruneTombstones(time.Now().Add(time.Second)) // as the next kill does once it is old
 	if _, err := os.Lstat(stone); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("old tombstone kept: %v", err)
+	}
+}
+
+// TestWaitLeader: the leader's status as a shell would report it, read
+// through its pidfd in the poller — not by os/exec's blocking Wait, which
+// would leave cmd.ProcessState set — and by Wait when there is no pidfd.
+func TestWaitLeader(t *testing.T) {
+	tests := []struct {
+		name   string
+		script string
+		code   int
+	}{
+		{"exit 0", "exit 0", 0},
+		{"exit 3", "exit 3", 3},
+		{"exit 255", "exit 255", 255},
+		{"SIGTERM", "kill -TERM $$", 143},
+		{"SIGKILL", "kill -KILL $$", 137},
+		{"SIGABRT, core", "ulimit -c 0; kill -ABRT $$", 134},
+		{"after a while", "sleep 0.05; exit 5", 5},
+	}
+	for _, tt := range tests {
+		for _, pidfd := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s pidfd=%v", tt.name, pidfd), func(t *testing.T) {
+				cmd := exec.Command("sh", "-c", tt.script)
+				fd := -1
+				if pidfd {
+					cmd.SysProcAttr = &syscall.SysProcAttr{PidFD: &fd}
+				}
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				if pidfd && fd < 0 {
+					t.Fatal("no pidfd from the kernel")
+				}
+				pid := cmd.Process.Pid // Release, after a pidfd wait, makes it -1
+				ws, err := waitLeader(cmd, fd)
+				if err != nil {
+					t.Fatal(err)
+				}
+				code := ws.ExitStatus()
+				if ws.Signaled() {
+					code = 128 + int(ws.Signal())
+				}
+				if code != tt.code {
+					t.Errorf("code %d, want %d", code, tt.code)
+				}
+				if waited := cmd.ProcessState != nil; waited == pidfd {
+					t.Errorf("waited by os/exec: %v, want %v", waited, !pidfd)
+				}
+				if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+					t.Errorf("leader not reaped: kill 0 gave %v", err)
+				}
+			})
+		}
 	}
 }

@@ -36,6 +36,7 @@ func cmdExecutor(args []string, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	setExecutorProcs()
 	ln, err := ListenExecutor(*socket)
 	if err == nil {
 		err = ServeExecutor(ln)
