@@ -20,15 +20,20 @@ import (
 //
 //	go test ./internal/daemon -run '^$' -bench GoalCLIExec -benchtime 200x
 //
-// Where a run's time went (Dec 2026, 2 shared cores, medians): the CLI
-// process ~2.3 ms (an empty static Go program alone costs ~1.2 ms here:
-// its runtime's cpuid instructions trap to the hypervisor; toolgate builds
-// only the command that runs); the call ~2.1 ms: connect and request
-// 0.15, decide 0.03, the decision's write and fsync 0.35, the checked dial
-// to the warm executor 0.07, the sandbox's run 1.35 — of which busybox's
-// `true` itself ~0.9 (fork/exec 0.2 and its glibc start-up 0.7, again
-// mostly cpuid) and the executor ~0.15 in its handler plus the wake-ups
-// between the two processes — then result entry and answer 0.15.
+// Where a run's time went (Dec 2026, 2 shared cores, medians of 300 runs
+// with marks against the clock the parent read before starting it):
+// toolgate's main 1.4 ms after the parent began (an empty static Go
+// program's: 1.0 — the runtime's start, mostly page faults and thread
+// starts; cpuid traps to the hypervisor are a few percent of it), the
+// request written 0.3 ms later, the answer 2.1–2.7 ms after that, output
+// done 0.1 ms later, the process gone and waited for 0.4 ms after (an
+// empty Go program's exit: 0.3). The call, in the gateway: connect and
+// request 0.15, decide 0.03, the decision's write and fsync 0.35, the
+// checked dial to the warm executor 0.07, the sandbox's run ~1.2 — of
+// which busybox's `true` itself ~0.9 (fork/exec 0.2, its glibc start-up
+// 0.6–0.7: glibc's CPU feature and cache probing, cpuid after cpuid, each
+// trapping at ~6.7 µs; an empty static musl program takes 0.03 ms) — then
+// result entry and answer 0.15.
 func BenchmarkGoalCLIExec(b *testing.B) {
 	e := newEnv(b, "clibench")
 	a := e.agents[0]
