@@ -63,12 +63,14 @@ func ListenExecutor(path string) (net.Listener, error) {
 }
 
 // ServeExecutor serves exec requests on ln until it fails.
-func ServeExecutor(ln net.Listener) error {
+func ServeExecutor(ln net.Listener) error { return ExecutorServer().Serve(ln) }
+
+// ExecutorServer is the executor's HTTP server, not yet serving.
+func ExecutorServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+proto.ExecRoute, serveExec)
 	// Stdin streams for as long as the call runs: an idle timeout, no body deadline.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 90 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
-	return srv.Serve(ln)
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 90 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 }
 
 // serveExec runs one call with run's semantics. The process group is
@@ -355,20 +357,25 @@ func (f *frameOut) output(kind byte, p []byte) error {
 	return f.write(func() error { return f.enc.Encode(fr) })
 }
 
+// exit writes the exit frame, the answer's last, unflushed: it goes out
+// with the body's end when the handler returns, in one write, so the
+// gateway has both at once and may keep the connection for its next call.
 func (f *frameOut) exit(e proto.ExecExit) error {
 	if f.binary {
 		fr := proto.ExitFrame(e)
-		return f.write(func() error { _, err := f.w.Write(fr); return err })
+		return f.send(func() error { _, err := f.w.Write(fr); return err }, false)
 	}
-	return f.write(func() error { return f.enc.Encode(&proto.ExecFrame{Exit: &e}) })
+	return f.send(func() error { return f.enc.Encode(&proto.ExecFrame{Exit: &e}) }, false)
 }
 
 // write runs one frame's write and flushes it, unless an earlier one failed.
-func (f *frameOut) write(frame func() error) error {
+func (f *frameOut) write(frame func() error) error { return f.send(frame, true) }
+
+func (f *frameOut) send(frame func() error, flush bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err == nil {
-		if f.err = frame(); f.err == nil {
+		if f.err = frame(); f.err == nil && flush {
 			f.err = http.NewResponseController(f.w).Flush()
 		}
 	}
