@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/testenv/probe"
 )
 
 // rawServer answers every connection on a real Unix socket with answer,
@@ -28,26 +29,16 @@ func rawServer(t *testing.T, answer string) *Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
+	probe.Serve(t, l, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
+			line, err := br.ReadString('\n')
+			if err != nil || line == "\r\n" {
+				break
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					line, err := br.ReadString('\n')
-					if err != nil || line == "\r\n" {
-						break
-					}
-				}
-				_, _ = io.WriteString(c, answer)
-			}()
 		}
-	}()
+		_, _ = io.WriteString(c, answer)
+	})
 	return &Client{network: "unix", addr: sock, host: "toolgate", token: "t"}
 }
 

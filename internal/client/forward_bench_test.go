@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/egress/egresstest"
+	"github.com/toolgate/toolgate/internal/testenv/probe"
 )
 
 const benchChunk = 1 << 20
@@ -23,29 +24,19 @@ func source(b *testing.B) uint16 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { ln.Close() })
 	chunk := make([]byte, benchChunk)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	probe.Serve(b, ln, func(c net.Conn) {
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			return
+		}
+		n, _ := strconv.Atoi(line[:len(line)-1])
+		for range n {
+			if _, err := c.Write(chunk); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				line, err := bufio.NewReader(c).ReadString('\n')
-				if err != nil {
-					return
-				}
-				n, _ := strconv.Atoi(line[:len(line)-1])
-				for range n {
-					if _, err := c.Write(chunk); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
+	})
 	return uint16(ln.Addr().(*net.TCPAddr).Port)
 }
 

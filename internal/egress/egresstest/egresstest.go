@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/egress/dnstest"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/testenv/probe"
 )
 
 // Env is a running gateway serving egress on its agents' sockets.
@@ -77,19 +78,7 @@ func Echo(t testing.TB, addr string) uint16 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				_, _ = io.Copy(c, c)
-				c.Close()
-			}()
-		}
-	}()
+	probe.Serve(t, ln, func(c net.Conn) { _, _ = io.Copy(c, c) })
 	return uint16(ln.Addr().(*net.TCPAddr).Port)
 }
 

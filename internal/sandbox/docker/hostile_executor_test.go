@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/testenv/probe"
 )
 
 // fakeExecutor serves the executor socket of a Sandbox with no container:
@@ -36,20 +37,10 @@ func fakeExecutor(t *testing.T, answer func(w io.Writer)) *Sandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				go io.Copy(io.Discard, bufio.NewReader(c)) // the request
-				answer(c)
-			}()
-		}
-	}()
+	probe.Serve(t, ln, func(c net.Conn) {
+		go io.Copy(io.Discard, bufio.NewReader(c)) // the request
+		answer(c)
+	})
 	sb := &Sandbox{m: &Manager{log: slog.New(slog.DiscardHandler)}, agent: "a"}
 	sb.h.Set("", spec)
 	return sb

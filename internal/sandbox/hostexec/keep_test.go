@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/client"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/testenv/probe"
 )
 
 // countingListener counts the connections an executor accepts.
@@ -132,32 +133,22 @@ func TestRunKeepsOnlyCleanEnds(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			ln := listenExecutor(t, dir)
-			t.Cleanup(func() { ln.Close() })
-			go func() {
+			probe.Serve(t, ln, func(c net.Conn) {
+				br := bufio.NewReader(c)
 				for {
-					c, err := ln.Accept()
+					req, err := http.ReadRequest(br)
 					if err != nil {
 						return
 					}
-					go func() {
-						defer c.Close()
-						br := bufio.NewReader(c)
-						for {
-							req, err := http.ReadRequest(br)
-							if err != nil {
-								return
-							}
-							io.Copy(io.Discard, req.Body)
-							for i, p := range tt.parts {
-								if i > 0 {
-									time.Sleep(30 * time.Millisecond)
-								}
-								c.Write([]byte(p))
-							}
+					io.Copy(io.Discard, req.Body)
+					for i, p := range tt.parts {
+						if i > 0 {
+							time.Sleep(30 * time.Millisecond)
 						}
-					}()
+						c.Write([]byte(p))
+					}
 				}
-			}()
+			})
 			for range 2 {
 				res, err := Run(context.Background(), dir, os.Getuid(), &proto.ExecRequest{Argv: []string{"x"}}, nil, io.Discard, io.Discard, 0)
 				if err != nil || res.ExitCode != 0 {

@@ -18,17 +18,26 @@ func ListenCounting(t testing.TB, path string) *atomic.Int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
 	var n atomic.Int64
+	Serve(t, ln, func(net.Conn) { n.Add(1) })
+	return &n
+}
+
+// Serve accepts on ln until the test ends (when it closes ln) and runs
+// serve on each connection in a goroutine of its own, closing the
+// connection when serve returns: a test's stand-in server.
+func Serve(t testing.TB, ln net.Listener, serve func(net.Conn)) {
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			n.Add(1)
-			c.Close()
+			go func() {
+				defer c.Close()
+				serve(c)
+			}()
 		}
 	}()
-	return &n
 }
