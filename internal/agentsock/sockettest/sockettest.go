@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/agentsock"
 	"github.com/toolgate/toolgate/internal/audit"
@@ -62,6 +63,11 @@ func New(t testing.TB, allow Allowlist, extra ...gateway.Tool) *Env {
 	e.Server = agentsock.New(e.GW, agentsock.Options{})
 	t.Cleanup(func() {
 		e.Server.Close()
+		// As the daemon does: calls still in flight (a tunnel closing)
+		// write their result entries before the log closes.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = e.GW.Wait(ctx)
 		e.Audit.Close()
 	})
 	return e
