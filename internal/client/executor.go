@@ -59,7 +59,7 @@ func ListenExecutor(path string) (net.Listener, error) {
 		ln.Close()
 		return nil, err
 	}
-	return ln, nil
+	return proto.SendBufferListener{Listener: ln}, nil
 }
 
 // ServeExecutor serves exec requests on ln until it fails.

@@ -41,6 +41,7 @@ import (
 	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/modeldoor"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/ratelimit"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/sandbox/docker"
@@ -540,7 +541,7 @@ func (d *Daemon) listen(h http.Handler, cfg *config.Config) error {
 		ln.Close()
 		return err
 	}
-	lns := []net.Listener{connlimit.Listen(ln, d.conns.Admin, nil)}
+	lns := []net.Listener{connlimit.Listen(proto.SendBufferListener{Listener: ln}, d.conns.Admin, nil)}
 	if cfg.Gateway.Listen != "" {
 		tcp, err := net.Listen("tcp", cfg.Gateway.Listen)
 		if err != nil {

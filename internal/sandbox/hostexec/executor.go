@@ -85,6 +85,9 @@ func dial(ctx context.Context, dir string, uid int) (net.Conn, socketID, error) 
 	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
+	if err == nil {
+		proto.GrowSendBuffer(c) // a write's content
+	}
 	return c, id, err
 }
 
