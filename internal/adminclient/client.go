@@ -334,9 +334,6 @@ func (c *Client) request(method, path, contentType string, body []byte) (*reques
 func (c *Client) do(ctx context.Context, req *request) (*response, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, c.network, c.addr)
-	if err == nil {
-		proto.GrowSendBuffer(conn) // a write's content
-	}
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
@@ -344,6 +341,7 @@ func (c *Client) do(ctx context.Context, req *request) (*response, error) {
 		}
 		return nil, err
 	}
+	proto.GrowSendBuffer(conn) // a write's content
 	resp, err := send(ctx, conn, c.host, req)
 	if err != nil {
 		return nil, err

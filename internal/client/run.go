@@ -190,18 +190,16 @@ func waitLeader(cmd *exec.Cmd, pidfd int) (syscall.WaitStatus, error) {
 	}
 	f := os.NewFile(uintptr(pidfd), "pidfd")
 	defer f.Close()
-	rc, err := f.SyscallConn()
-	if err != nil {
-		_ = syscall.SetNonblock(pidfd, false) // os's copy shares the flag
-		return waitCmd(cmd)
-	}
 	var ws syscall.WaitStatus
 	var werr error
-	err = rc.Read(func(fd uintptr) bool {
-		var exited bool
-		exited, ws, werr = waitidPidfd(int(fd))
-		return exited || werr != nil
-	})
+	rc, err := f.SyscallConn()
+	if err == nil {
+		err = rc.Read(func(fd uintptr) bool {
+			var exited bool
+			exited, ws, werr = waitidPidfd(int(fd))
+			return exited || werr != nil
+		})
+	}
 	if err != nil { // not in the poller after all: let os wait in the kernel
 		_ = syscall.SetNonblock(pidfd, false) // os's copy shares the flag
 		return waitCmd(cmd)
