@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -301,9 +302,6 @@ func TestEnqueuedRidesWithNextAppend(t *testing.T) {
 	defer w.Close()
 	res := result("r1")
 	w.Enqueue(res)
-	for len(w.reqs) > 0 { // the loop has taken it (and, before the hold, written it)
-		time.Sleep(time.Millisecond)
-	}
 	if err := w.Append(decision("d2", "allow")); err != nil {
 		t.Fatal(err)
 	}
@@ -349,4 +347,155 @@ func TestEnqueuedHeldIsWritten(t *testing.T) {
 			t.Fatalf("entries on disk after Close: %v", got)
 		}
 	})
+}
+
+// gid is the calling goroutine's id, from its stack's first line.
+func gid() string {
+	b := make([]byte, 64)
+	b = b[:runtime.Stack(b, false)]
+	return strings.Fields(string(b))[1]
+}
+
+// blockFirstCommit makes w's first committer wait, once it has its batch,
+// until release is closed; entered is closed when it waits.
+func blockFirstCommit(w *Writer) (entered, release chan struct{}) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	w.committing = func() {
+		once.Do(func() {
+			close(entered)
+			<-release
+		})
+	}
+	return entered, release
+}
+
+func queued(w *Writer) int {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	return len(w.queue)
+}
+
+// An Append nobody else is committing for is written by its own
+// goroutine: one at a time, calls hand nothing to another goroutine.
+func TestAppendCommitsInCallersGoroutine(t *testing.T) {
+	w := open(t, t.TempDir(), Options{})
+	defer w.Close()
+	var by []string
+	w.committing = func() { by = append(by, gid()) }
+	for i := range 3 {
+		if err := w.Append(entry(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if me := gid(); len(by) != 3 || by[0] != me || by[1] != me || by[2] != me {
+		t.Fatalf("committed by goroutines %v, want 3 × %s (the caller's)", by, me)
+	}
+}
+
+// Calls that come while one commits queue up; the first of them that waits
+// commits them all, in arrival order, with one fsync.
+func TestQueuedCallsCommitTogether(t *testing.T) {
+	dir := t.TempDir()
+	w := open(t, dir, Options{AsyncHold: time.Hour})
+	defer w.Close()
+	entered, release := blockFirstCommit(w)
+	errs := make(chan error, 11)
+	go func() { errs <- w.Append(entry(0)) }()
+	<-entered
+	for i := 1; i <= 10; i++ {
+		go func() { errs <- w.Append(entry(i)) }()
+		if i%3 == 0 {
+			for queued(w) != i+i/3-1 {
+				time.Sleep(time.Millisecond)
+			}
+			w.Enqueue(result(fmt.Sprint("r", i)))
+		}
+	}
+	for queued(w) != 13 {
+		time.Sleep(time.Millisecond)
+	}
+	w.qmu.Lock()
+	var want []string
+	for _, r := range w.queue {
+		want = append(want, r.e.ID)
+	}
+	w.qmu.Unlock()
+	close(release)
+	for range 11 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := w.Stats(); st.Entries != 14 || st.Syncs != 2 {
+		t.Fatalf("%+v, want 14 entries in 2 fsyncs", st)
+	}
+	var got []string
+	if err := Query(dir, Filter{}, func(e *gateway.Entry) error { got = append(got, e.ID); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 14 || got[0] != "id000" || strings.Join(got[1:], " ") != strings.Join(want, " ") {
+		t.Fatalf("on disk %v, want id000 then %v", got, want)
+	}
+	verifyOK(t, dir, 14)
+}
+
+// An entry enqueued while another commits is left held when nobody waits
+// for it, and the hold writes it.
+func TestEnqueuedDuringCommitIsHeld(t *testing.T) {
+	w := open(t, t.TempDir(), Options{AsyncHold: 5 * time.Millisecond})
+	defer w.Close()
+	entered, release := blockFirstCommit(w)
+	errs := make(chan error, 1)
+	go func() { errs <- w.Append(entry(0)) }()
+	<-entered
+	w.Enqueue(result("r1"))
+	close(release)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); st.Entries != 1 {
+		t.Fatalf("%+v: the enqueued entry went with the batch before it", st)
+	}
+	for w.Stats().Entries != 2 { // bounded by the test's timeout
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Close waits for a commit under way, then writes what is still queued.
+func TestCloseWaitsForCommitter(t *testing.T) {
+	dir := t.TempDir()
+	w := open(t, dir, Options{AsyncHold: time.Hour})
+	entered, release := blockFirstCommit(w)
+	errs := make(chan error, 2)
+	go func() { errs <- w.Append(entry(0)) }()
+	<-entered
+	w.Enqueue(result("r1"))
+	go func() { errs <- w.Close() }()
+	for {
+		w.qmu.Lock()
+		closed := w.closed
+		w.qmu.Unlock()
+		if closed {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := w.Append(entry(2)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Append while closing: %v", err)
+	}
+	select {
+	case err := <-errs:
+		t.Fatalf("Close or Append returned (%v) while the commit was held", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := phases(t, dir); len(got["id000"]) != 1 || len(got["r1"]) != 1 {
+		t.Fatalf("entries on disk after Close: %v", got)
+	}
 }
