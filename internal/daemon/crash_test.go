@@ -3,17 +3,14 @@ package daemon
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
@@ -24,28 +21,7 @@ import (
 func TestCallInterruptedByCrashIsClosed(t *testing.T) {
 	e := newEnv(t, "crash")
 	a := e.agents[0]
-	if err := e.d.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	e.d = nil
-	toolgate, _ := testenv.Binaries(t)
-	cmd := exec.Command(toolgate, "--home", e.home, "serve")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	var c *adminclient.Client
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		var err error
-		if c, err = adminclient.Dial(e.home); err == nil {
-			if _, err = c.Agents(context.Background()); err == nil {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon process did not come up: %v", err)
-		}
-	}
+	cmd, c := e.serveProcess()
 	go func() {
 		_, _ = c.Call(context.Background(), a, "exec", map[string]any{"command": "sleep 60"}, nil, nil)
 	}()

@@ -659,3 +659,32 @@ func TestShutdownRecordsResultsOfCallsInFlight(t *testing.T) {
 		t.Fatalf("entries of a call running at shutdown: %d, want its decision and result", len(es))
 	}
 }
+
+// serveProcess stops the in-process daemon and runs the home's gateway as a
+// person does, `toolgate serve` in a process of its own (killed at the end
+// of the test); it returns the process and a client once the admin API
+// answers. The sandboxes stay up across the switch.
+func (e *env) serveProcess() (*exec.Cmd, *adminclient.Client) {
+	e.t.Helper()
+	if err := e.d.Shutdown(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.d = nil
+	toolgate, _ := testenv.Binaries(e.t)
+	cmd := exec.Command(toolgate, "--home", e.home, "serve")
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		c, err := adminclient.Dial(e.home)
+		if err == nil {
+			if _, err = c.Agents(context.Background()); err == nil {
+				return cmd, c
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the daemon process did not come up: %v", err)
+		}
+	}
+}
