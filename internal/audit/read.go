@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -42,21 +43,18 @@ func Query(dir string, f Filter, fn func(*gateway.Entry) error) error {
 	// Open audit.jsonl before listing the rotated files: a rotation in
 	// between puts it among them, and the walk stops there, so no file
 	// falls between the list and the open.
-	cur, err := os.Open(filepath.Join(dir, CurrentFile))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("audit: %w", err)
+	cur, err := openLive(dir)
+	if err != nil {
+		return err
 	}
 	if cur != nil {
 		defer cur.Close()
 	}
-	rotated, err := rotatedFiles(dir)
+	rotated, _, err := rotatedBefore(dir, cur)
 	if err != nil {
 		return err
 	}
 	for _, path := range rotated {
-		if sameFile(cur, path) {
-			break
-		}
 		// A rotated file holds only entries older than its name's time.
 		if t := rotationTime(path); !f.Since.IsZero() && t.Before(f.Since) {
 			continue
@@ -92,9 +90,9 @@ func Tail(ctx context.Context, dir string, f Filter, n int, follow bool, fn func
 		return fmt.Errorf("audit: tail of %d entries: the count must be 0 or more", n)
 	}
 	curPath := filepath.Join(dir, CurrentFile)
-	cur, err := os.Open(curPath)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("audit: %w", err)
+	cur, err := openLive(dir)
+	if err != nil {
+		return err
 	}
 	defer func() {
 		if cur != nil {
@@ -108,18 +106,12 @@ func Tail(ctx context.Context, dir string, f Filter, n int, follow bool, fn func
 			return err
 		}
 	}
-	// Older files, newest first, until n entries are found.
-	rotated, err := rotatedFiles(dir)
+	// Older files, newest first, until n entries are found. Only files
+	// older than cur: when cur was rotated after we opened it, it and any
+	// newer file are followed after it below.
+	rotated, _, err := rotatedBefore(dir, cur)
 	if err != nil {
 		return err
-	}
-	// Only files older than cur: when cur was rotated after we opened it, it
-	// and any newer file are in the list, and are followed after it below.
-	for i, p := range rotated {
-		if sameFile(cur, p) {
-			rotated = rotated[:i]
-			break
-		}
 	}
 	// seen is the newest rotated file whose entries come before cur's.
 	seen := ""
@@ -163,15 +155,12 @@ func Tail(ctx context.Context, dir string, f Filter, n int, follow bool, fn func
 				}
 				// Files rotated since cur (more than one rotation between
 				// polls) hold entries that come before next's.
-				rotated, err := rotatedFiles(dir)
+				rotated, _, err := rotatedBefore(dir, next)
 				if err != nil {
 					next.Close()
 					return err
 				}
 				for _, p := range rotated {
-					if sameFile(next, p) {
-						break
-					}
 					if p <= seen {
 						continue
 					}
@@ -197,6 +186,59 @@ func Tail(ctx context.Context, dir string, f Filter, n int, follow bool, fn func
 		}
 	}
 	return nil
+}
+
+// openLive opens audit.jsonl for a reader whose walk of the rotated files
+// ends at it (nil: there is none). A rotation renames it before it creates
+// the next; a reader in that moment finds none, and then nothing marks
+// where its walk should end: a file rotated while it lists could be missed
+// and newer ones read. So when rotated files exist a missing audit.jsonl
+// is looked for again, for a few milliseconds (more means a log never
+// written since a crash between the rename and the create).
+func openLive(dir string) (*os.File, error) {
+	path := filepath.Join(dir, CurrentFile)
+	for try := 0; ; try++ {
+		f, err := os.Open(path)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("audit: %w", err)
+		}
+		if try == 0 {
+			if rotated, err := rotatedFiles(dir); err != nil || len(rotated) == 0 {
+				return nil, err
+			}
+		}
+		if try == 10 {
+			return nil, nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// rotatedBefore lists, in order, the rotated files whose entries come
+// before those of cur, audit.jsonl as it was opened (nil: there was none),
+// and names cur: its rotated name when the writer has rotated it since,
+// else audit.jsonl. A directory listing can miss a file renamed while it
+// runs; cur missed so would send a walk on into the files after it,
+// skipping cur's place, so a listing without cur, once cur is no longer
+// audit.jsonl, is made again. Files older than cur were renamed before cur
+// was opened, and are always listed.
+func rotatedBefore(dir string, cur *os.File) (before []string, curName string, err error) {
+	for range 3 {
+		rotated, err := rotatedFiles(dir)
+		if err != nil {
+			return nil, "", err
+		}
+		if i := slices.IndexFunc(rotated, func(p string) bool { return sameFile(cur, p) }); i >= 0 {
+			return rotated[:i], filepath.Base(rotated[i]), nil
+		}
+		if cur == nil || sameFile(cur, filepath.Join(dir, CurrentFile)) {
+			return rotated, CurrentFile, nil
+		}
+	}
+	return nil, "", fmt.Errorf("audit: %s was renamed while being read and is not among the rotated files of %s", CurrentFile, dir)
 }
 
 func sameFile(f *os.File, path string) bool {

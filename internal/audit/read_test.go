@@ -164,36 +164,12 @@ func TestTailFollowsTwoRotationsInOnePoll(t *testing.T) {
 }
 
 // TestQueryWhileRotating: a query of a live, rotating log sees every entry
-// written before it started, with no file skipped.
+// written before it started, in order, with no file skipped.
 func TestQueryWhileRotating(t *testing.T) {
 	dir := t.TempDir()
 	w := open(t, dir, Options{MaxFileBytes: 600}) // about two entries a file
 	defer w.Close()
-	stop := make(chan struct{})
-	werr := make(chan error, 1)
-	go func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				werr <- nil
-				return
-			default:
-			}
-			e := entry(i % 60)
-			e.ID = fmt.Sprint(i)
-			if err := w.Append(e); err != nil {
-				werr <- err
-				return
-			}
-		}
-	}()
-	defer func() {
-		close(stop)
-		if err := <-werr; err != nil {
-			t.Fatal(err)
-		}
-	}()
-	for range 200 {
+	whileRotating(t, w, func(written int) error {
 		want := 0
 		err := Query(dir, Filter{}, func(e *gateway.Entry) error {
 			if e.ID != fmt.Sprint(want) {
@@ -202,10 +178,11 @@ func TestQueryWhileRotating(t *testing.T) {
 			want++
 			return nil
 		})
-		if err != nil {
-			t.Fatal(err)
+		if err == nil && want < written {
+			err = fmt.Errorf("%d entries read, %d were written before the query", want, written)
 		}
-	}
+		return err
+	})
 }
 
 // follow runs Tail with follow on dir until stop (or the test's end) and

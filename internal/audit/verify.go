@@ -2,7 +2,6 @@ package audit
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -36,10 +35,9 @@ func (r *VerifyReport) OK() bool { return r.Bad == nil }
 // line's hash from the bytes on disk and checking each line links to the one
 // before. It stops at the first bad line. The error is for I/O only.
 //
-// A directory listing is no snapshot: a file the live writer renames during
-// the listing can be missed, which reads as a removed file. So a break is
-// checked again; tampering is on disk and shows the same break every time,
-// a race does not.
+// A break in a live log is checked again before it is reported: tampering
+// is on disk and shows the same break every time, a race with the writer
+// would not.
 func Verify(dir string) (*VerifyReport, error) {
 	rep, err := verifyOnce(dir)
 	for range 2 {
@@ -67,14 +65,14 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 	// Open audit.jsonl before listing the rotated files: if the writer
 	// rotates in between, the open file is among them, and the walk stops
 	// there, so it sees one consistent chain (and the head) either way.
-	cur, err := os.Open(filepath.Join(dir, CurrentFile))
-	if err != nil && !errors.Is(err, os.ErrNotExist) { // missing: rotated just before a crash
-		return nil, fmt.Errorf("audit: %w", err)
+	cur, err := openLive(dir) // nil: rotated just before a crash
+	if err != nil {
+		return nil, err
 	}
 	if cur != nil {
 		defer cur.Close()
 	}
-	rotated, err := rotatedFiles(dir)
+	rotated, curName, err := rotatedBefore(dir, cur)
 	if err != nil {
 		return nil, err
 	}
@@ -114,12 +112,7 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 			}
 		}
 	}
-	curName := CurrentFile
 	for _, path := range rotated {
-		if sameFile(cur, path) { // rotated since we opened it
-			curName = filepath.Base(path)
-			break
-		}
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, fmt.Errorf("audit: %w", err)

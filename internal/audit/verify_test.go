@@ -3,9 +3,11 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -113,39 +115,53 @@ func TestVerifyMissingDir(t *testing.T) {
 func TestVerifyWhileRotating(t *testing.T) {
 	dir := t.TempDir()
 	w := open(t, dir, Options{MaxFileBytes: 600}) // about two entries a file
-	stop := make(chan struct{})
+	defer w.Close()
+	whileRotating(t, w, func(int) error {
+		rep, err := Verify(dir)
+		if err == nil && !rep.OK() {
+			err = fmt.Errorf("verify of a live, rotating log: %v", rep.Bad)
+		}
+		return err
+	})
+}
+
+// whileRotating appends rotatingEntries entries to w (ids 0, 1, …), as fast
+// as it takes them, and calls read until they are all written and once
+// after, with how many were written before the call began. A bounded
+// count, not a bounded number of reads: the files to read grow with the
+// writes, and a slow build (-race) would otherwise make thousands.
+func whileRotating(t *testing.T, w *Writer, read func(written int) error) {
+	t.Helper()
+	var written atomic.Int64
 	werr := make(chan error, 1)
 	go func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				werr <- nil
-				return
-			default:
-			}
-			if err := w.Append(entry(i % 60)); err != nil {
+		for i := range rotatingEntries {
+			e := entry(i % 60)
+			e.ID = fmt.Sprint(i)
+			if err := w.Append(e); err != nil {
 				werr <- err
 				return
 			}
+			written.Add(1)
 		}
+		werr <- nil
 	}()
-	for range 300 {
-		rep, err := Verify(dir)
-		if err != nil {
+	for done := false; !done; {
+		select {
+		case err := <-werr:
+			if err != nil {
+				t.Fatal(err)
+			}
+			done = true
+		default:
+		}
+		if err := read(int(written.Load())); err != nil {
 			t.Fatal(err)
 		}
-		if !rep.OK() {
-			t.Fatalf("verify of a live, rotating log: %v", rep.Bad)
-		}
-	}
-	close(stop)
-	if err := <-werr; err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
 	}
 }
+
+const rotatingEntries = 1000
 
 // TestVerifyNamesFileAndLine: damage anywhere in a log of several files is
 // reported at the file and line where it is, with what is wrong.
