@@ -69,7 +69,7 @@ type Stats struct {
 // meanwhile queue up, and the first of them commits them all as one batch
 // with one fsync, in the order they are chained. Calls one at a time thus
 // cost no hand-off between goroutines — a writer goroutine woken and then
-// waking its caller cost ~0.4 ms of a `toolgate exec` on a 2-CPU machine.
+// waking its caller cost a `toolgate exec` up to 0.4 ms on a 2-CPU machine.
 type Writer struct {
 	dir  string
 	opts Options
