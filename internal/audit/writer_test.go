@@ -130,6 +130,10 @@ func TestCrashBetweenRotateAndCreate(t *testing.T) {
 	// The rename happened, the new audit.jsonl did not.
 	os.Rename(filepath.Join(dir, CurrentFile), filepath.Join(dir, "audit-20240101T000000.000000000Z.jsonl"))
 	verifyOK(t, dir, 3)
+	n := 0
+	if err := Query(dir, Filter{}, func(*gateway.Entry) error { n++; return nil }); err != nil || n != 3 {
+		t.Fatalf("query without audit.jsonl: %d entries, %v", n, err)
+	}
 	write(t, dir, Options{}, 3, 2)
 	verifyOK(t, dir, 5)
 }
