@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"io"
 	"os"
 
@@ -50,7 +51,12 @@ func newExecCmd(g *Globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if res.ExitCode != nil && *res.ExitCode != 0 {
+			switch {
+			case res.ExitCode == nil && res.Error != "":
+				// Nothing ran to say why (with an exit code, a timeout's
+				// own stderr has said it).
+				return errors.New(res.Error)
+			case res.ExitCode != nil && *res.ExitCode != 0:
 				return ExitCode(*res.ExitCode)
 			}
 			return nil
