@@ -43,19 +43,22 @@ ensure_claude_cli() {
   export TOOLGATE_CLAUDE="$bin"
 }
 
-# build puts toolgate, toolgate-gateway (which toolgate runs for serve,
-# policy, audit … and finds beside it) and the static in-sandbox binaries
-# (the client and the launcher, which the daemon finds beside it) into
-# bin/. toolgate is static too: no dynamic loader at each command's start.
-# The launcher is C, built static with musl (musl-tools): every plugin call
-# starts it, and a Go program's start alone costs ~1 ms.
+# build puts the CLI — toolgate, a C front that makes `toolgate exec`
+# itself, and toolgate-cli, the Go CLI it runs for everything else — with
+# toolgate-gateway (which toolgate-cli runs for serve, policy, audit …) and
+# the static in-sandbox binaries (the client and the launcher, which the
+# daemon finds beside it) into bin/, side by side. toolgate-cli is static
+# too: no dynamic loader at each command's start. The front and the
+# launcher are C, built static with musl (musl-tools): a Go program's start
+# alone costs ~1 ms, most of a plugin call or of a scripted exec.
 build() {
   ensure_packages musl-tools
   mkdir -p bin
-  CGO_ENABLED=0 go build -o bin/toolgate ./cmd/toolgate
+  CGO_ENABLED=0 go build -o bin/toolgate-cli ./cmd/toolgate-cli
   go build -o bin/toolgate-gateway ./cmd/toolgate-gateway
   CGO_ENABLED=0 go build -o bin/toolgate-client ./cmd/toolgate-client
-  sh internal/launcher/c/build.sh bin/toolgate-launch
+  sh internal/launcher/c/build.sh front bin/toolgate
+  sh internal/launcher/c/build.sh launch bin/toolgate-launch
 }
 
 # k8s_up builds the single-node Kubernetes cluster of scripts/kubernetes

@@ -4,9 +4,11 @@
 // (CPU per `toolgate exec` -0.06 ms).
 //go:debug updatemaxprocs=0
 
-// Command toolgate is the CLI; the commands live in internal/cli. The
-// commands that run the gateway's own code (serve, policy, audit …) it
-// hands to toolgate-gateway, installed beside it.
+// Command toolgate-cli is the CLI; the commands live in internal/cli.
+// People run it as toolgate, the C front (internal/launcher), which makes
+// most execs itself and hands it every other command line. The commands
+// that run the gateway's own code (serve, policy, audit …) it hands in
+// turn to toolgate-gateway, installed beside it.
 package main
 
 import (

@@ -17,7 +17,7 @@ import (
 var toolgateLinks = []string{
 	"github.com/spf13/cobra",
 	"github.com/spf13/pflag",
-	"github.com/toolgate/toolgate/cmd/toolgate",
+	"github.com/toolgate/toolgate/cmd/toolgate-cli",
 	"github.com/toolgate/toolgate/internal/adminclient",
 	"github.com/toolgate/toolgate/internal/approval",
 	"github.com/toolgate/toolgate/internal/cli",
@@ -35,16 +35,16 @@ var toolgateNeverLinks = []string{"net/http", "crypto/tls"}
 // TestToolgateDeps fails naming any other package that enters the toolgate
 // binary, and what imported it.
 func TestToolgateDeps(t *testing.T) {
-	for _, b := range probe.LinksBeyond(t, toolgateLinks, "github.com/toolgate/toolgate/cmd/toolgate") {
-		t.Errorf("toolgate links %s: a command that needs it belongs in gatewaycmd", b)
+	for _, b := range probe.LinksBeyond(t, toolgateLinks, "github.com/toolgate/toolgate/cmd/toolgate-cli") {
+		t.Errorf("toolgate-cli links %s: a command that needs it belongs in gatewaycmd", b)
 	}
-	out, err := exec.Command("go", "list", "-deps", "github.com/toolgate/toolgate/cmd/toolgate").Output()
+	out, err := exec.Command("go", "list", "-deps", "github.com/toolgate/toolgate/cmd/toolgate-cli").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range strings.Fields(string(out)) {
 		if slices.Contains(toolgateNeverLinks, p) {
-			t.Errorf("toolgate links %s (go list -deps -json=ImportPath,Imports ./cmd/toolgate shows who imports it)", p)
+			t.Errorf("toolgate-cli links %s (go list -deps -json=ImportPath,Imports ./cmd/toolgate-cli shows who imports it)", p)
 		}
 	}
 }

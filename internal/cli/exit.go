@@ -3,7 +3,7 @@
 // to a running gateway or edit the home's files and links none of the
 // gateway's heavy dependencies; the commands that run the gateway's own
 // code are in gatewaycmd, linked only into toolgate-gateway (gateway.go).
-// It is a package (not cmd/toolgate) so the CLI reference in docs/cli can
+// It is a package (not cmd/toolgate-cli) so the CLI reference in docs/cli can
 // be generated from the commands.
 package cli
 

@@ -10,11 +10,12 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/adminclient"
+	"github.com/toolgate/toolgate/internal/launcher"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
-// The toolgate binary hands a gateway command to toolgate-gateway beside
-// it with the whole command line — flags before and after the command,
+// The CLI (the front, then toolgate-cli) hands a gateway command to
+// toolgate-gateway beside it with the whole command line — flags before and after the command,
 // help, shell completion, the exit status — and without it says what is
 // missing.
 func TestGatewayCommandsRunToolgateGateway(t *testing.T) {
@@ -60,13 +61,17 @@ func TestGatewayCommandsRunToolgateGateway(t *testing.T) {
 		t.Errorf("config check of a bad file: exit %d\n%s", code, out)
 	}
 
-	alone := filepath.Join(t.TempDir(), "toolgate")
-	b, err := os.ReadFile(toolgate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(alone, b, 0o755); err != nil {
-		t.Fatal(err)
+	// The CLI alone: the front and the Go CLI it runs, no gateway.
+	dir := t.TempDir()
+	alone := filepath.Join(dir, "toolgate")
+	for _, name := range []string{"toolgate", launcher.CLIBinary} {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(toolgate), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	out, code := run(alone, "--home", home, "serve")
 	if code != ExitError || !strings.Contains(out, "`toolgate serve` runs toolgate-gateway, which is not installed beside toolgate ("+filepath.Join(filepath.Dir(alone), "toolgate-gateway")+")") {

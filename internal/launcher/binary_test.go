@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/adminclient"
+	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/launcher"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/testenv"
@@ -33,8 +35,10 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
+	for _, dir := range []string{buildDir, frontDir} {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
 	}
 	os.Exit(code)
 }
@@ -48,7 +52,7 @@ func binary(t testing.TB) string {
 			return
 		}
 		built = filepath.Join(buildDir, "toolgate-launch")
-		buildErr = launcher.Build(built)
+		buildErr = launcher.Build(launcher.Launcher, built)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -103,6 +107,12 @@ var answers = []struct {
 func serveOnce(t *testing.T, answer string) (string, <-chan string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "gw.sock")
+	return sock, serveOnceAt(t, sock, answer)
+}
+
+// serveOnceAt is serveOnce on the socket sock.
+func serveOnceAt(t *testing.T, sock, answer string) <-chan string {
+	t.Helper()
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +135,7 @@ func serveOnce(t *testing.T, answer string) (string, <-chan string) {
 		_, _ = io.WriteString(c, answer)
 		_ = c.(*net.UnixConn).CloseWrite()
 	}()
-	return sock, got
+	return got
 }
 
 // Whatever the gateway answers, the launcher ends with the exit code and
@@ -217,16 +227,21 @@ func TestRequest(t *testing.T) {
 	})
 }
 
-// The names and numbers launch.c defines are internal/proto's.
+// The names and numbers the C programs define are internal/proto's (the
+// launcher's), internal/cli's and internal/adminclient's (the front's).
 func TestConstantsAreProto(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join(launcher.Source(), "launch.c"))
-	if err != nil {
-		t.Fatal(err)
+	var src []byte
+	for _, f := range []string{"client.c", "launch.c", "front.c"} {
+		b, err := os.ReadFile(filepath.Join(launcher.Source(), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
 	}
 	def := func(name string) string {
 		m := regexp.MustCompile(`(?m)^#define ` + name + ` (.+?)\s*(/\*.*)?$`).FindSubmatch(src)
 		if m == nil {
-			t.Fatalf("launch.c defines no %s", name)
+			t.Fatalf("the C sources define no %s", name)
 		}
 		s := string(m[1])
 		if u, err := strconv.Unquote(s); err == nil {
@@ -237,7 +252,7 @@ func TestConstantsAreProto(t *testing.T) {
 	enum := func(name string) int {
 		m := regexp.MustCompile(`\b` + name + ` = (\d+),`).FindSubmatch(src)
 		if m == nil {
-			t.Fatalf("launch.c has no %s", name)
+			t.Fatalf("the C sources have no %s", name)
 		}
 		n, _ := strconv.Atoi(string(m[1]))
 		return n
@@ -254,9 +269,15 @@ func TestConstantsAreProto(t *testing.T) {
 		{enum("EXIT_PROTOCOL"), proto.LaunchExitProtocol},
 		{enum("EXIT_DENIED"), proto.LaunchExitDenied},
 		{enum("EXIT_NOTFOUND"), proto.LaunchExitNotFound},
+		{def("CLI_BINARY"), launcher.CLIBinary},
+		{def("EXIT_ERROR"), cli.ExitError},
+		{def("EXIT_REFUSED"), cli.ExitDenied},
+		{def("ADMIN_SOCKET"), adminclient.SocketName},
+		{def("ADMIN_TOKEN"), adminclient.TokenFile},
+		{def("MEDIA_NDJSON"), adminclient.MediaNDJSON},
 	} {
 		if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
-			t.Errorf("launch.c has %v, internal/proto %v", c.got, c.want)
+			t.Errorf("the C sources have %v, Go %v", c.got, c.want)
 		}
 	}
 }

@@ -77,9 +77,11 @@ var (
 	buildErr  error
 )
 
-// Binaries builds toolgate, toolgate-gateway and the static toolgate-client
-// and toolgate-launch (C: launcher.Build) once per test process, side by side as toolgate and
+// Binaries builds the CLI — toolgate, the C front, and toolgate-cli, the Go
+// CLI it runs — with toolgate-gateway and the static toolgate-client and
+// toolgate-launch (C) once per test process, side by side as toolgate and
 // the daemon expect, and returns the paths of toolgate and the client.
+// Every test that runs toolgate so goes through the front.
 // They live as long as the process (~119 MB): Main removes them, and a
 // later test process what a killed one left (tmpdir).
 func Binaries(t testing.TB) (toolgate, clientBin string) {
@@ -90,7 +92,7 @@ func Binaries(t testing.TB) (toolgate, clientBin string) {
 			return
 		}
 		for _, b := range []struct{ out, pkg string }{
-			{"toolgate", "github.com/toolgate/toolgate/cmd/toolgate"},
+			{launcher.CLIBinary, "github.com/toolgate/toolgate/cmd/toolgate-cli"},
 			{"toolgate-gateway", "github.com/toolgate/toolgate/cmd/toolgate-gateway"},
 			{"toolgate-client", "github.com/toolgate/toolgate/cmd/toolgate-client"},
 		} {
@@ -101,7 +103,10 @@ func Binaries(t testing.TB) (toolgate, clientBin string) {
 				return
 			}
 		}
-		buildErr = launcher.Build(filepath.Join(buildDir, "toolgate-launch"))
+		if buildErr = launcher.Build(launcher.Front, filepath.Join(buildDir, "toolgate")); buildErr != nil {
+			return
+		}
+		buildErr = launcher.Build(launcher.Launcher, filepath.Join(buildDir, "toolgate-launch"))
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
