@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,11 @@ func withDetail(d map[string]any, k string, v any) map[string]any {
 // bodyEndWait bounds how long a finished call waits for a client that sent
 // its eof frame to end the request body.
 const bodyEndWait = 5 * time.Second
+
+// bodyReaders keep the 64 KiB readers of streamed calls' bodies (a
+// launcher streams its stdin when it is a pipe): one made per call was
+// most of the gateway's garbage under plugin calls, a GC every ~50 calls.
+var bodyReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
 
 // call serves POST /v1/tools/{name}/call: header → gateway.Handle → frames.
 func (s *Server) call(w http.ResponseWriter, r *http.Request) {
@@ -64,7 +70,14 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 			wire.WriteError(w, http.StatusInternalServerError, &wire.Error{Code: "internal", Message: err.Error()})
 			return
 		}
-		body = bufio.NewReaderSize(r.Body, 64<<10)
+		body = bodyReaders.Get().(*bufio.Reader)
+		body.Reset(r.Body)
+		// Put back when the call is done: its body pump, the last to read
+		// it, has ended by then.
+		defer func() {
+			body.Reset(nil)
+			bodyReaders.Put(body)
+		}()
 		raw, err = readLine(body, s.opts.MaxHeader)
 		if errors.Is(err, io.EOF) {
 			err = fmt.Errorf("%w: empty request: the first frame must be the call header", ErrMalformed)

@@ -126,23 +126,57 @@ func (s *StdinReader) Read(p []byte) (int, error) {
 		if s.eof {
 			return 0, io.EOF
 		}
+		if err := s.next(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, s.buf)
+	s.buf = s.buf[n:]
+	return n, nil
+}
+
+// WriteTo implements io.WriterTo: each frame's bytes go to w as decoded,
+// with no buffer between (io.Copy's own is 32 KiB, made per call).
+func (s *StdinReader) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for {
+		if len(s.buf) > 0 {
+			k, err := w.Write(s.buf)
+			n += int64(k)
+			s.buf = s.buf[k:]
+			if err != nil {
+				return n, err
+			}
+			continue
+		}
+		if s.eof {
+			return n, nil
+		}
+		if err := s.next(); err != nil {
+			return n, err
+		}
+	}
+}
+
+// next reads the next frame; a body that ends before the eof frame is
+// io.ErrUnexpectedEOF.
+func (s *StdinReader) next() error {
+	for {
 		line, err := readLine(s.r, s.max)
 		if errors.Is(err, io.EOF) {
-			return 0, io.ErrUnexpectedEOF
+			return io.ErrUnexpectedEOF
 		}
 		if err != nil {
-			return 0, err
+			return err
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		var f InFrame
 		if err := json.Unmarshal(line, &f); err != nil {
-			return 0, fmt.Errorf("%w: stdin frame: %v", ErrMalformed, err)
+			return fmt.Errorf("%w: stdin frame: %v", ErrMalformed, err)
 		}
 		s.buf, s.eof = f.Stdin, f.EOF
+		return nil
 	}
-	n := copy(p, s.buf)
-	s.buf = s.buf[n:]
-	return n, nil
 }

@@ -39,11 +39,29 @@ func TestStdinReader(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			out, err := io.ReadAll(NewStdinReader(bufio.NewReaderSize(strings.NewReader(tt.in), 16), 64))
 			if string(out) != tt.out || !errors.Is(err, tt.err) {
-				t.Fatalf("got %q %v, want %q %v", out, err, tt.out, tt.err)
+				t.Fatalf("Read: got %q %v, want %q %v", out, err, tt.out, tt.err)
+			}
+			// io.Copy's way, with no buffer between: the same.
+			var w bytes.Buffer
+			n, err := NewStdinReader(bufio.NewReaderSize(strings.NewReader(tt.in), 16), 64).WriteTo(&w)
+			if w.String() != tt.out || n != int64(w.Len()) || !errors.Is(err, tt.err) {
+				t.Fatalf("WriteTo: got %q (%d) %v, want %q %v", w.String(), n, err, tt.out, tt.err)
 			}
 		})
 	}
+	t.Run("writer fails", func(t *testing.T) {
+		broken := errors.New("pipe closed")
+		in := "{\"stdin\":\"YQ==\"}\n{\"eof\":true}\n"
+		_, err := NewStdinReader(bufio.NewReader(strings.NewReader(in)), 64).WriteTo(failingWriter{broken})
+		if !errors.Is(err, broken) {
+			t.Fatalf("got %v, want the writer's error", err)
+		}
+	})
 }
+
+type failingWriter struct{ err error }
+
+func (f failingWriter) Write([]byte) (int, error) { return 0, f.err }
 
 // FuzzParseHeader: any input is a header or an error, never a panic; an
 // accepted header's cwd is inside the workspace and its args round-trip.
@@ -83,6 +101,11 @@ func FuzzStdinReader(f *testing.F) {
 		}
 		if len(out) > len(b) {
 			t.Fatalf("%d bytes out of %d in", len(out), len(b))
+		}
+		var w bytes.Buffer
+		_, werr := NewStdinReader(bufio.NewReaderSize(bytes.NewReader(b), 16), 256).WriteTo(&w)
+		if !bytes.Equal(w.Bytes(), out) || (werr == nil) != (err == nil) {
+			t.Fatalf("WriteTo gave %q %v, Read %q %v", w.Bytes(), werr, out, err)
 		}
 	})
 }
