@@ -238,6 +238,21 @@ static void say(int fd, struct buf *m)
 
 /* ---- the request ---- */
 
+/* plain_name: s is one path segment that needs no escaping in a URL —
+ * ASCII letters, digits, '-', '_' and '.', not "." or ".." — as tool and
+ * agent names in the calls' routes are. */
+static int plain_name(const char *s)
+{
+	if (!*s || !strcmp(s, ".") || !strcmp(s, ".."))
+		return 0;
+	for (; *s; s++) {
+		char c = *s;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
+			return 0;
+	}
+	return 1;
+}
+
 /* json_str appends s as a JSON string, as Go's encoding/json writes it:
  * HTML characters and U+2028/9 escaped, invalid UTF-8 as U+FFFD. */
 static void json_str(struct buf *b, const char *s)

@@ -160,20 +160,6 @@ static int parse(int argc, char **argv, struct exec_call *c)
 	return 0;
 }
 
-/* valid_agent: a name that needs no escaping in the call's path (the Go
- * CLI escapes any other; the front leaves those to it). */
-static int valid_agent(const char *s)
-{
-	if (!*s || !strcmp(s, ".") || !strcmp(s, ".."))
-		return 0;
-	for (; *s; s++) {
-		char c = *s;
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
-			return 0;
-	}
-	return 1;
-}
-
 /* home_file is HOME/name for the home the flags name: --home, else
  * $TOOLGATE_HOME, else ~/.toolgate (an empty one counts as unset); -1
  * when there is none. */
@@ -263,8 +249,10 @@ int main(int argc, char **argv)
 	struct exec_call c = {0};
 	static char tok[TOKEN_MAX];
 	struct buf sock = {0}, why = {0}, args = {0}, req = {0};
-	if (argc < 1 || parse(argc, argv, &c) != 0 || !valid_agent(c.args[0]) || read_token(&c, tok, sizeof tok) != 0 ||
-	    home_file(&c, ADMIN_SOCKET, &sock) != 0)
+	/* An agent's name to escape in the route, a home without a token: the
+	 * Go CLI's. */
+	if (argc < 1 || parse(argc, argv, &c) != 0 || !plain_name(c.args[0]) ||
+	    read_token(&c, tok, sizeof tok) != 0 || home_file(&c, ADMIN_SOCKET, &sock) != 0)
 		delegate();
 	int fd = dial(sock.p, &why);
 	if (fd < 0)

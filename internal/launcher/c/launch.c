@@ -97,18 +97,7 @@ static void call_header(struct buf *h, char **argv, int argc)
 	buf_addc(h, '}');
 }
 
-static int valid_tool_name(const char *s)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n > 128 || !strcmp(s, ".") || !strcmp(s, ".."))
-		return 0;
-	for (; *s; s++) {
-		char c = *s;
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
-			return 0;
-	}
-	return 1;
-}
+static int valid_tool_name(const char *s) { return strlen(s) <= 128 && plain_name(s); }
 
 static void append_chunk(struct buf *b, const char *p, size_t n)
 {
