@@ -25,8 +25,8 @@
 /* The Go CLI's exit codes (internal/cli.ExitError, ExitDenied). */
 #define EXIT_ERROR 125
 #define EXIT_REFUSED 126
-/* The admin API (internal/adminclient): the home's files, the media type of
- * a streamed answer, the route of a call. */
+/* The admin API (internal/adminclient): the home's files and the media type
+ * of a streamed answer. */
 #define ADMIN_SOCKET "admin.sock"
 #define ADMIN_TOKEN "admin.token"
 #define MEDIA_NDJSON "application/x-ndjson"
