@@ -9,8 +9,8 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv/probe"
 )
 
-// toolgateLinks is everything beyond the standard library that the toolgate
-// binary may link. Its client commands start in about a millisecond
+// toolgateLinks is everything beyond the standard library that the Go CLI,
+// toolgate-cli, may link. Its client commands start in about a millisecond
 // because it links nothing with costly initialisers (CEL, protobuf, the
 // Docker and Kubernetes clients, the MCP SDK, SQLite, pgx, Prometheus,
 // YAML): commands that need them belong in gatewaycmd.
@@ -26,14 +26,14 @@ var toolgateLinks = []string{
 	"github.com/toolgate/toolgate/internal/proto",
 }
 
-// toolgateNeverLinks are standard packages the toolgate binary must not
+// toolgateNeverLinks are standard packages toolgate-cli must not
 // link: net/http (with crypto/tls, x509, HTTP/2's tables) cost each CLI
 // run ~0.3 ms of CPU linked and initialised even unused; adminclient
 // speaks the HTTP it needs itself.
 var toolgateNeverLinks = []string{"net/http", "crypto/tls"}
 
-// TestToolgateDeps fails naming any other package that enters the toolgate
-// binary, and what imported it.
+// TestToolgateDeps fails naming any other package that enters toolgate-cli,
+// and what imported it.
 func TestToolgateDeps(t *testing.T) {
 	for _, b := range probe.LinksBeyond(t, toolgateLinks, "github.com/toolgate/toolgate/cmd/toolgate-cli") {
 		t.Errorf("toolgate-cli links %s: a command that needs it belongs in gatewaycmd", b)

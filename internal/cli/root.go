@@ -76,7 +76,7 @@ var clientCommands = []struct {
 	{"approvals", newApprovalsCmd},
 }
 
-// NewRootCmd returns the command tree of the toolgate binary: the commands
+// NewRootCmd returns the command tree of the Go CLI (toolgate-cli): the commands
 // that talk to a running gateway, and for each other command a stand-in that runs toolgate-gateway instead
 // (gateway.go).
 func NewRootCmd() *cobra.Command { return NewRootWith(delegated) }
