@@ -2,7 +2,6 @@ package launcher_test
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -107,14 +106,8 @@ func run(t *testing.T, bin, home string, viaHOME bool, args []string) outcome {
 		}
 		cmd.Env = []string{"HOME=" + home}
 	}
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	if err := cmd.Run(); err != nil {
-		if _, ok := err.(*exec.ExitError); !ok {
-			t.Fatal(err)
-		}
-	}
-	return outcome{cmd.ProcessState.ExitCode(), o.String(), e.String()}
+	code, o, e := runCmd(t, cmd)
+	return outcome{code, o, e}
 }
 
 // request is what a server reads of a raw request: all but the order of
@@ -296,12 +289,10 @@ func TestFrontHandsOn(t *testing.T) {
 			}
 			cmd := exec.Command(filepath.Join(alone, "toolgate"), tc.args...)
 			cmd.Env = env
-			var o, e bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &o, &e
-			_ = cmd.Run()
+			code, o, e := runCmd(t, cmd)
 			if tc.name == "flag without its value" {
-				if code := cmd.ProcessState.ExitCode(); code != 3 {
-					t.Fatalf("exit %d, %q", code, e.String())
+				if code != 3 {
+					t.Fatalf("exit %d, %q", code, e)
 				}
 				<-got
 				return
@@ -310,8 +301,8 @@ func TestFrontHandsOn(t *testing.T) {
 			for _, a := range tc.args {
 				want += a + "\x00"
 			}
-			if code := cmd.ProcessState.ExitCode(); code != 99 || o.String() != want {
-				t.Fatalf("exit %d, handed on %q (want %q); stderr %q", code, o.String(), want, e.String())
+			if code != 99 || o != want {
+				t.Fatalf("exit %d, handed on %q (want %q); stderr %q", code, o, want, e)
 			}
 			select {
 			case req := <-got:
@@ -334,19 +325,9 @@ func TestFrontWithoutCLI(t *testing.T) {
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(bin, "agents").CombinedOutput()
+	code, o, e := runCmd(t, exec.Command(bin, "agents"))
 	want := "toolgate: running toolgate-cli, installed beside toolgate (" + filepath.Join(dir, launcher.CLIBinary) + "): no such file or directory\n"
-	if code := exitCode(err); code != 125 || string(out) != want {
-		t.Fatalf("exit %d, %q; want 125, %q", code, out, want)
+	if code != 125 || o != "" || e != want {
+		t.Fatalf("exit %d, %q %q; want 125, %q", code, o, e, want)
 	}
-}
-
-func exitCode(err error) int {
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode()
-	}
-	if err != nil {
-		return -1
-	}
-	return 0
 }
