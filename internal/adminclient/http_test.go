@@ -12,7 +12,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -328,10 +330,16 @@ func TestFileBodies(t *testing.T) {
 	if err := os.WriteFile(path, content, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var got []byte
+	// What the server got, by the agent each case calls as: the handler
+	// of a case whose client gave up may still be reading during the next.
+	var mu sync.Mutex
+	got := map[string][]byte{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/write/call", func(w http.ResponseWriter, r *http.Request) {
-		got, _ = io.ReadAll(r.Body)
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got[r.PathValue("agent")] = b
+		mu.Unlock()
 		writeJSON(w, &gateway.Result{})
 	})
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/refuse/call", func(w http.ResponseWriter, r *http.Request) {
@@ -343,7 +351,7 @@ func TestFileBodies(t *testing.T) {
 	clients := map[string]*Client{"unix": unixServer(t, mux), "tcp": tcpClient(tcp)}
 	const skip = 1000
 	for name, c := range clients {
-		for _, tc := range []struct {
+		for i, tc := range []struct {
 			name string
 			cut  bool  // io.LimitReader(f, size), as toolgate write sends
 			size int64 // stated; the file holds len(content)-skip from where it stands
@@ -368,16 +376,19 @@ func TestFileBodies(t *testing.T) {
 			if tc.cut {
 				body = io.LimitReader(f, tc.size)
 			}
-			got = nil
-			_, err = c.CallRaw(context.Background(), "demo", "write", map[string]any{}, body, tc.size)
+			agent := name + strconv.Itoa(i)
+			_, err = c.CallRaw(context.Background(), agent, "write", map[string]any{}, body, tc.size)
 			f.Close()
+			mu.Lock()
+			server := got[agent]
+			mu.Unlock()
 			switch {
 			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 				t.Errorf("%s, %s: got %v, want an error with %q", name, tc.name, err, tc.err)
 			case tc.err == "" && err != nil:
 				t.Errorf("%s, %s: %v", name, tc.name, err)
-			case tc.err == "" && !bytes.Equal(got, tc.want):
-				t.Errorf("%s, %s: the server got %d bytes, want %d (or other bytes)", name, tc.name, len(got), len(tc.want))
+			case tc.err == "" && !bytes.Equal(server, tc.want):
+				t.Errorf("%s, %s: the server got %d bytes, want %d (or other bytes)", name, tc.name, len(server), len(tc.want))
 			}
 		}
 		big := filepath.Join(t.TempDir(), "big")
