@@ -105,6 +105,10 @@ func runCall(c *callSpec, stderr io.Writer) int {
 	pidfd := -1
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, PidFD: &pidfd}
 	if err := cmd.Start(); err != nil {
+		if derr := unusableDir(c.dir); derr != nil {
+			fmt.Fprintf(stderr, "toolgate-client run: %v\n", derr)
+			return 126
+		}
 		fmt.Fprintf(stderr, "toolgate-client run: %v\n", err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return 127
@@ -170,6 +174,31 @@ func runCall(c *callSpec, stderr io.Writer) int {
 		return 128 + int(ws.Signal())
 	}
 	return ws.ExitStatus()
+}
+
+// unusableDir says why a call cannot run in dir ("": it runs in this
+// process's): the child's chdir failing is reported by os/exec as the
+// program's own error ("fork/exec /bin/pwd: no such file or directory"),
+// which would send whoever reads it after the wrong thing. Asked only once
+// a start failed.
+func unusableDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	var pe *os.PathError
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case err == nil && !fi.IsDir():
+		err = syscall.ENOTDIR
+	case err == nil:
+		err = syscall.Access(dir, 1) // X_OK: the search permission chdir needs
+	}
+	if err != nil {
+		return &os.PathError{Op: "chdir", Path: dir, Err: err}
+	}
+	return nil
 }
 
 // waitLeader waits for cmd's process, which has only files for stdio (no

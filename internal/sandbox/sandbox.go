@@ -203,17 +203,13 @@ type Status struct {
 // StateMissing is the State of a sandbox that does not exist.
 const StateMissing = "missing"
 
-// RunArgv wraps argv in the in-sandbox client, which puts it in its own
-// process group, enforces the timeout on the whole group and records the
-// group under callID so KillArgv can end it.
-func RunArgv(callID string, timeout time.Duration, argv []string) []string {
-	return RunArgvIn(callID, timeout, "", nil, argv)
-}
-
-// RunArgvIn is RunArgv for an exec API that sets neither the directory nor
-// the environment (Kubernetes' pods/exec): the client sets cwd ("" keeps
-// the sandbox's) and adds env.
-func RunArgvIn(callID string, timeout time.Duration, cwd string, env, argv []string) []string {
+// RunArgv wraps argv in the in-sandbox client, which enters cwd ("" keeps
+// the sandbox's), adds env, puts argv in its own process group, enforces
+// the timeout on the whole group and records the group under callID so
+// KillArgv can end it. Both backends' exec APIs run it: the directory is
+// the client's to enter, so a missing one reads the same as on the warm
+// executor.
+func RunArgv(callID string, timeout time.Duration, cwd string, env, argv []string) []string {
 	out := make([]string, 0, len(argv)+9+2*len(env))
 	out = append(out, proto.ClientPath, "run", "--timeout", timeout.String(), "--call", callID)
 	if cwd != "" {

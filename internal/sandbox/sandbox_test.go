@@ -47,10 +47,18 @@ func FuzzParseUser(f *testing.F) {
 }
 
 func TestRunArgv(t *testing.T) {
-	got := RunArgv("c1", 1500*time.Millisecond, []string{"sh", "-c", "echo hi"})
-	want := []string{"/tools/toolgate-client", "run", "--timeout", "1.5s", "--call", "c1", "--", "sh", "-c", "echo hi"}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %q", got)
+	for _, tt := range []struct {
+		cwd  string
+		env  []string
+		want []string
+	}{
+		{"", nil, []string{"/tools/toolgate-client", "run", "--timeout", "1.5s", "--call", "c1", "--", "sh", "-c", "echo hi"}},
+		{"/workspace/a", []string{"A=1", "B=--x"}, []string{"/tools/toolgate-client", "run", "--timeout", "1.5s", "--call", "c1",
+			"--cwd", "/workspace/a", "--env", "A=1", "--env", "B=--x", "--", "sh", "-c", "echo hi"}},
+	} {
+		if got := RunArgv("c1", 1500*time.Millisecond, tt.cwd, tt.env, []string{"sh", "-c", "echo hi"}); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("cwd %q env %q: got %q", tt.cwd, tt.env, got)
+		}
 	}
 }
 

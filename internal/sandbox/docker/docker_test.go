@@ -411,6 +411,8 @@ func TestExec(t *testing.T) {
 		{"cwd and env", gateway.ExecSpec{Argv: []string{"sh", "-c", "pwd; echo $FOO; echo $TOOLGATE_CALL_ID"}, Cwd: "/tmp", Env: []string{"FOO=bar"}, CallID: "call-1"}, 0, "/tmp\nbar\ncall-1\n", ""},
 		{"signal exit", gateway.ExecSpec{Argv: []string{"sh", "-c", "kill -TERM $$"}}, 128 + 15, "", ""},
 		{"not found", gateway.ExecSpec{Argv: []string{"no-such-command"}}, 127, "", "toolgate-client run: exec: \"no-such-command\": executable file not found in $PATH\n"},
+		{"cwd missing", gateway.ExecSpec{Argv: []string{"pwd"}, Cwd: "/workspace/no-such-dir"}, 126, "", "toolgate-client run: chdir /workspace/no-such-dir: no such file or directory\n"},
+		{"cwd a file", gateway.ExecSpec{Argv: []string{"pwd"}, Cwd: "/etc/hostname"}, 126, "", "toolgate-client run: chdir /etc/hostname: not a directory\n"},
 	}
 	for p, path := range execPaths {
 		for _, tt := range tests {

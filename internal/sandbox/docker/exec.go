@@ -84,13 +84,15 @@ func (s *Sandbox) execExecutor(ctx context.Context, spec *gateway.ExecSpec, call
 	return s.viaExecutor(ctx, req, spec.Stdin, orDiscard(spec.Stdout), orDiscard(spec.Stderr), spec.Timeout)
 }
 
-// execEngine is Exec through an Engine exec of `toolgate-client run`.
+// execEngine is Exec through an Engine exec of `toolgate-client run`. The
+// directory is run's to enter, as the executor enters it, so a missing one
+// is reported the same way on both paths (the Engine's own chdir failure
+// is an OCI runtime message on stdout).
 func (s *Sandbox) execEngine(ctx context.Context, spec *gateway.ExecSpec, callID string) (*gateway.ExecOutcome, error) {
 	_, box := s.h.Current()
 	opts := client.ExecCreateOptions{
-		Cmd:          sandbox.RunArgv(callID, spec.Timeout, spec.Argv),
+		Cmd:          sandbox.RunArgv(callID, spec.Timeout, spec.Cwd, nil, spec.Argv),
 		Env:          append(slices.Clip(spec.Env), box.CallEnv(callID, spec.Session)...),
-		WorkingDir:   spec.Cwd,
 		AttachStdin:  spec.Stdin != nil,
 		AttachStdout: true,
 		AttachStderr: true,

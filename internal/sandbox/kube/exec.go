@@ -86,7 +86,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec *gateway.ExecSpec) (*gateway.Ex
 		return out, err
 	}
 	s.m.log.Debug("sandbox executor not used; exec through pods/exec", "agent", s.agent, "reason", err)
-	return s.execPod(ctx, sandbox.RunArgvIn(callID, spec.Timeout, spec.Cwd, env, spec.Argv), callID, spec.Stdin, stdout, stderr, spec.Timeout)
+	return s.execPod(ctx, sandbox.RunArgv(callID, spec.Timeout, spec.Cwd, env, spec.Argv), callID, spec.Stdin, stdout, stderr, spec.Timeout)
 }
 
 // ExecThroughAPI is Exec through pods/exec only, skipping the executor:
@@ -95,7 +95,7 @@ func (s *Sandbox) ExecThroughAPI(ctx context.Context, spec *gateway.ExecSpec) (*
 	callID := cmpOr(spec.CallID, gateway.NewID())
 	_, _, box := s.current()
 	env := append(slices.Clip(spec.Env), box.CallEnv(callID, spec.Session)...)
-	return s.execPod(ctx, sandbox.RunArgvIn(callID, spec.Timeout, spec.Cwd, env, spec.Argv), callID, spec.Stdin, orDiscard(spec.Stdout), orDiscard(spec.Stderr), spec.Timeout)
+	return s.execPod(ctx, sandbox.RunArgv(callID, spec.Timeout, spec.Cwd, env, spec.Argv), callID, spec.Stdin, orDiscard(spec.Stdout), orDiscard(spec.Stderr), spec.Timeout)
 }
 
 // revive recreates the pod of a sandbox marked stale.
