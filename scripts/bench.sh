@@ -55,7 +55,7 @@ goal AdminReady ./internal/daemon 5x p50-ms "≤ 200 ms with 30 agents starting;
 goal Start30 ./internal/daemon 3x p50-ms "ratio ≤ 1.2; baseline 30 parallel docker run -d, same flags"
 goal Reattach30 ./internal/daemon 5x p50-ms "≤ 300 ms; baseline one docker inspect of the 30"
 goal PluginCall ./internal/daemon 2000x "p50-ms p99-ms" "p50 ≤ 2 ms, p99 ≤ 4 ms; baseline /bin/true in the sandbox"
-goal Exec64 ./internal/daemon 2000x "p99-ms" "p99 ≤ 100 ms; baseline /bin/true 64 at a time in the sandbox"
+goal Exec64 ./internal/daemon 2000x "p99-ms calls/s sandbox-cpu-µs/call" "p99 ≤ 100 ms at the same calls/s; baseline /bin/true 64 at a time in the sandbox"
 goal AuditVerify ./internal/audit 3x "entries/s entries/cpu-s" "≥ 500k entries/s; baseline the old full decode"
 goal AuditTail ./internal/audit 3x peak-MiB "flat in the log's size; baseline decode the file, keep 20"
 print_goals

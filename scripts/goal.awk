@@ -1,8 +1,8 @@
 # goal.awk picks one metric of a BenchmarkGoal<Name> run out of `go test
 # -bench` output and prints one table row: the toolgate and baseline values
 # and their ratio (toolgate ÷ baseline). ns/op is shown in milliseconds.
-# Variables: goal (the name), unit (the metric: ms, p50-ms, p99-ms, MB/s,
-# entries/s, peak-MiB), target (the issue's words).
+# Variables: goal (the name), unit (any metric the benchmark reports: ms,
+# p99-ms, calls/s, peak-MiB …), target (the issue's words).
 $1 ~ /^BenchmarkGoal/ {
   split($1, part, "/")
   side = part[2]; sub(/-[0-9]+$/, "", side)
