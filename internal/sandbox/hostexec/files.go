@@ -24,6 +24,10 @@ import (
 // stderr. Stdin is nil for none; stdout goes to stdout (nil: kept with stderr).
 type Runner func(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) (code int, stderr string, err error)
 
+// The file functions' errors say what went wrong, not the operation and
+// the path: their caller names those ("read /workspace/a: …", coretools),
+// and a message that named them again read "read X: read X: …".
+
 // maxFileHeader bounds the header line `toolgate-client get` prints first.
 const maxFileHeader = 256
 
@@ -45,7 +49,7 @@ func ReadFile(ctx context.Context, run Runner, p string, limit int64) (*gateway.
 		keep = math.MaxInt64
 	}
 	var out bytes.Buffer
-	if err := argvIO(ctx, run, "read "+p, nil, capped.NewWriter(&out, keep, nil), argv...); err != nil {
+	if err := argvIO(ctx, run, nil, capped.NewWriter(&out, keep, nil), argv...); err != nil {
 		return nil, err
 	}
 	line, data, ok := bytes.Cut(out.Bytes(), []byte("\n"))
@@ -53,7 +57,7 @@ func ReadFile(ctx context.Context, run Runner, p string, limit int64) (*gateway.
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if !ok || len(line) > maxFileHeader || dec.Decode(&h) != nil || h.Size < 0 || (limit >= 0 && int64(len(data)) > limit) {
-		return nil, fmt.Errorf("read %s: malformed answer from the sandbox", p)
+		return nil, errMalformed
 	}
 	return &gateway.File{Path: p, Size: h.Size, Mode: h.Mode, Data: data}, nil
 }
@@ -71,7 +75,7 @@ func ReadFileTo(ctx context.Context, run Runner, p string, limit int64, check fu
 		argv = append(argv, strconv.FormatInt(limit, 10))
 	}
 	fs := &fileStream{path: p, limit: limit, check: check, w: w}
-	err := argvIO(ctx, run, "read "+p, nil, fs, argv...)
+	err := argvIO(ctx, run, nil, fs, argv...)
 	if fs.err != nil { // ours, not the lost connection it caused
 		return nil, fs.err
 	}
@@ -79,7 +83,7 @@ func ReadFileTo(ctx context.Context, run Runner, p string, limit int64, check fu
 		return nil, err
 	}
 	if fs.file == nil {
-		return nil, fmt.Errorf("read %s: malformed answer from the sandbox", p)
+		return nil, errMalformed
 	}
 	return fs.file, nil
 }
@@ -107,7 +111,7 @@ func (s *fileStream) Write(p []byte) (int, error) {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 || len(s.head)+i > maxFileHeader {
 			if len(s.head)+len(p) > maxFileHeader {
-				return 0, s.fail(fmt.Errorf("read %s: malformed answer from the sandbox", s.path))
+				return 0, s.fail(errMalformed)
 			}
 			s.head = append(s.head, p...)
 			return n, nil
@@ -118,7 +122,7 @@ func (s *fileStream) Write(p []byte) (int, error) {
 		dec := json.NewDecoder(bytes.NewReader(s.head))
 		dec.DisallowUnknownFields()
 		if dec.Decode(&h) != nil || dec.More() || h.Size < 0 {
-			return 0, s.fail(fmt.Errorf("read %s: malformed answer from the sandbox", s.path))
+			return 0, s.fail(errMalformed)
 		}
 		s.file = &gateway.File{Path: s.path, Size: h.Size, Mode: h.Mode}
 		if s.check != nil {
@@ -128,7 +132,7 @@ func (s *fileStream) Write(p []byte) (int, error) {
 		}
 	}
 	if s.limit >= 0 && s.sent+int64(len(p)) > s.limit {
-		return 0, s.fail(fmt.Errorf("read %s: malformed answer from the sandbox (more than %d bytes)", s.path, s.limit))
+		return 0, s.fail(fmt.Errorf("%w (more than %d bytes)", errMalformed, s.limit))
 	}
 	if len(p) > 0 {
 		if _, err := s.w.Write(p); err != nil {
@@ -155,7 +159,7 @@ func WriteFile(ctx context.Context, run Runner, p string, data []byte) error {
 		return err
 	}
 	sum := sha256.Sum256(data)
-	return argvIO(ctx, run, "write "+p, bytes.NewReader(data), io.Discard, proto.ClientPath, "put", path.Clean(p),
+	return argvIO(ctx, run, bytes.NewReader(data), io.Discard, proto.ClientPath, "put", path.Clean(p),
 		strconv.Itoa(len(data)), hex.EncodeToString(sum[:]))
 }
 
@@ -173,29 +177,27 @@ func WriteFileFrom(ctx context.Context, run Runner, p string, r io.Reader, size 
 		return [sha256.Size]byte{}, err
 	}
 	if size < 0 {
-		return [sha256.Size]byte{}, fmt.Errorf("write %s: negative size %d", p, size)
+		return [sha256.Size]byte{}, fmt.Errorf("negative size %d", size)
 	}
 	digest := proto.PutDigestAfter
 	if want != nil {
 		digest = hex.EncodeToString(want[:])
 	}
 	body := newDigestBody(r, size, want)
-	code, stderr, err := run(ctx, []string{proto.ClientPath, "put", path.Clean(p), strconv.FormatInt(size, 10), digest}, body, io.Discard)
+	argv := []string{proto.ClientPath, "put", path.Clean(p), strconv.FormatInt(size, 10), digest}
+	code, stderr, err := run(ctx, argv, body, io.Discard)
 	sum, passed, bodyErr := body.close()
 	switch {
 	case bodyErr != nil:
-		return sum, fmt.Errorf("write %s: %w; the file was left as it was", p, bodyErr)
+		return sum, fmt.Errorf("%w; the file was left as it was", bodyErr)
 	case err != nil:
-		return sum, fmt.Errorf("write %s: %w", p, err)
+		return sum, err
 	case code == proto.ExitUsage && want == nil:
-		return sum, fmt.Errorf("write %s: the sandbox's toolgate-client refused a streamed put (%s): it predates this gateway; restart the sandbox to update it, or state the content's SHA-256 (toolgate write --sha256)", p, stderr)
+		return sum, fmt.Errorf("the sandbox's toolgate-client refused a streamed put (%s): it predates this gateway; restart the sandbox to update it, or state the content's SHA-256 (toolgate write --sha256)", stderr)
 	case code != 0:
-		if stderr == "" {
-			stderr = fmt.Sprintf("exit code %d", code)
-		}
-		return sum, fmt.Errorf("write %s: %s failed: %s", p, proto.ClientPath, stderr)
+		return sum, helperFailed(argv, code, stderr)
 	case !passed:
-		return sum, fmt.Errorf("write %s: the sandbox's put answered before it took the whole content", p)
+		return sum, errors.New("the sandbox's put answered before it took the whole content")
 	}
 	return sum, nil
 }
@@ -355,20 +357,30 @@ func (hb *hashBehind) digest() [sha256.Size]byte {
 	return <-hb.sum
 }
 
-// argvIO runs a helper command and turns a failure into an error naming what.
-func argvIO(ctx context.Context, run Runner, what string, stdin io.Reader, stdout io.Writer, argv ...string) error {
+// argvIO runs a helper command; a failure is its error.
+func argvIO(ctx context.Context, run Runner, stdin io.Reader, stdout io.Writer, argv ...string) error {
 	code, stderr, err := run(ctx, argv, stdin, stdout)
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return err
 	}
 	if code != 0 {
-		if stderr == "" {
-			stderr = fmt.Sprintf("exit code %d", code)
-		}
-		return fmt.Errorf("%s: %s failed: %s", what, argv[0], stderr)
+		return helperFailed(argv, code, stderr)
 	}
 	return nil
 }
+
+// helperFailed is a helper's failure: what it said on stderr (the
+// client's messages name the file and what went wrong, as "open /x: no
+// such file or directory"), else its exit code.
+func helperFailed(argv []string, code int, stderr string) error {
+	if stderr == "" {
+		return fmt.Errorf("the sandbox's %s %s exited %d", path.Base(argv[0]), argv[1], code)
+	}
+	return errors.New(stderr)
+}
+
+// errMalformed is an answer from the sandbox's get that is not one.
+var errMalformed = errors.New("malformed answer from the sandbox")
 
 // CheckAbs refuses a path that is not absolute or holds a NUL byte.
 func CheckAbs(p string) error {
