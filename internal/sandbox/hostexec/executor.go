@@ -9,6 +9,7 @@ package hostexec
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -198,12 +199,17 @@ func Run(ctx context.Context, dir string, uid int, req *proto.ExecRequest, stdin
 		return nil, fmt.Errorf("%w: executor answered %s", ErrNoExecutor, resp.Status)
 	}
 	var out *gateway.ExecOutcome
+	// A writer of the caller's that fails (a read refused by its check, a
+	// client gone) ends the call, but the sandbox is not lost: that error
+	// is returned as it is, not as ErrLost, whose callers go on to ask
+	// whether the container stopped (half a second's wait).
+	so, se := &failedWriter{w: stdout}, &failedWriter{w: stderr}
 	if err == nil {
 		ec.lim.left = -1
 		// No Close: it would read on to the body's end, which the
 		// sandbox decides; the connection is closed on return instead,
 		// or kept.
-		out, err = readFrames(resp, stdout, stderr)
+		out, err = readFrames(resp, so, se)
 		// Kept for the next call when the answer ended with the exit
 		// frame, its body's end already here, nothing after it, and the
 		// call not cancelled (which closes the connection).
@@ -213,12 +219,28 @@ func Run(ctx context.Context, dir string, uid int, req *proto.ExecRequest, stdin
 	switch {
 	case err == nil:
 		return out, nil
+	case so.err != nil || se.err != nil:
+		return nil, cmp.Or(so.err, se.err)
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	case callCtx.Err() != nil:
 		return nil, fmt.Errorf("%w (%s past it)", ErrOvertime, KillGrace)
 	}
 	return nil, fmt.Errorf("%w: %v", ErrLost, err)
+}
+
+// failedWriter passes writes on and keeps the first error its writer gave.
+type failedWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (f *failedWriter) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if err != nil && f.err == nil {
+		f.err = err
+	}
+	return n, err
 }
 
 // responseReaders keep Run's 64 KiB response readers: a fresh one per exec

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -291,5 +292,66 @@ func TestRunNegotiatesFrames(t *testing.T) {
 				t.Fatalf("got %v %+v %q %q", err, out, o.String(), e.String())
 			}
 		})
+	}
+}
+
+// brokenWriter fails every write.
+type brokenWriter struct{ err error }
+
+func (b brokenWriter) Write([]byte) (int, error) { return 0, b.err }
+
+// A writer of the caller's that fails ends the call with that writer's
+// error, not ErrLost: the sandbox was not lost, and ErrLost's callers go
+// on to wait for a container that is not stopping. The connection is not
+// kept: closing it is what ends the command in the sandbox.
+func TestRunWriterFails(t *testing.T) {
+	refused := errors.New("refused by the caller")
+	dir := t.TempDir()
+	ln, err := net.Listen("unix", filepath.Join(dir, proto.ExecSocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns atomic.Int32
+	srv := &http.Server{
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				conns.Add(1)
+			}
+		},
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", proto.ExecFramesMedia)
+			for _, kind := range []byte{proto.FrameStderr, proto.FrameStdout} {
+				h := make([]byte, proto.FrameHeaderLen)
+				proto.PutFrameHeader(h, kind, 2)
+				w.Write(append(h, "ab"...))
+			}
+			w.Write(proto.ExitFrame(proto.ExecExit{ExitCode: 0}))
+		}),
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	for _, broken := range []string{"stdout", "stderr"} {
+		t.Run(broken, func(t *testing.T) {
+			var stdout, stderr io.Writer = &bytes.Buffer{}, &bytes.Buffer{}
+			if broken == "stdout" {
+				stdout = brokenWriter{refused}
+			} else {
+				stderr = brokenWriter{refused}
+			}
+			_, err := Run(context.Background(), dir, os.Getuid(), &proto.ExecRequest{Argv: []string{"x"}}, nil, stdout, stderr, 0)
+			if !errors.Is(err, refused) || errors.Is(err, ErrLost) {
+				t.Fatalf("got %v, want the writer's own error", err)
+			}
+		})
+	}
+	// Neither connection was kept: the next two calls dial a third, which
+	// the second keeps.
+	for range 2 {
+		if _, err := Run(context.Background(), dir, os.Getuid(), &proto.ExecRequest{Argv: []string{"x"}}, nil, io.Discard, io.Discard, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := conns.Load(); n != 3 {
+		t.Fatalf("%d connections for four calls, want 3", n)
 	}
 }
