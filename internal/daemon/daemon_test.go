@@ -555,6 +555,15 @@ func TestCLI(t *testing.T) {
 	if o, code := run("", "read", a, "notes/a.txt"); o != "bye\n" || code != 0 {
 		t.Fatalf("read: %q %d", o, code)
 	}
+	// call's arguments as the third word or with --args, not both.
+	for _, args := range [][]string{{`{"path":"notes/a.txt"}`}, {"--args", `{"path":"notes/a.txt"}`}} {
+		if o, code := run("", append([]string{"call", a, "read"}, args...)...); code != 0 || !strings.Contains(o, `"content": "bye\n"`) {
+			t.Fatalf("call %q: %q %d", args, o, code)
+		}
+	}
+	if o, code := run("", "call", a, "read", "{}", "--args", "{}"); code != 125 || !strings.Contains(o, "give the arguments once") {
+		t.Fatalf("call with two argument sets: %q %d", o, code)
+	}
 	if o, code := run("", "exec", a, "-c", "rm -rf /"); code != 126 || !strings.Contains(o, "no recursive removal") {
 		t.Fatalf("denied exec: %q %d", o, code)
 	}
