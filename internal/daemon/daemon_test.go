@@ -555,6 +555,22 @@ func TestCLI(t *testing.T) {
 	if o, code := run("", "read", a, "notes/a.txt"); o != "bye\n" || code != 0 {
 		t.Fatalf("read: %q %d", o, code)
 	}
+	// A diff from standard input; usage mistakes said before anything is sent.
+	diff := "--- a/notes/a.txt\n+++ b/notes/a.txt\n@@ -1 +1 @@\n-bye\n+ciao\n"
+	if o, code := run(diff, "patch", a, "notes/a.txt", "--diff", "-"); code != 0 {
+		t.Fatalf("patch --diff -: %q %d", o, code)
+	}
+	for _, args := range [][]string{{"--old", "ciao"}, {"--new", "x"}, {"--diff", "-", "--old", "a", "--new", "b"}, {}} {
+		if o, code := run(diff, append([]string{"patch", a, "notes/a.txt"}, args...)...); code != 125 || !strings.Contains(o, "usage: toolgate patch") {
+			t.Fatalf("patch %q: %q %d, want a usage error", args, o, code)
+		}
+	}
+	if o, code := run("", "read", a, "notes/a.txt"); o != "ciao\n" || code != 0 {
+		t.Fatalf("read after the diff: %q %d", o, code)
+	}
+	if o, code := run("", "patch", a, "notes/a.txt", "--old", "ciao", "--new", "bye"); code != 0 {
+		t.Fatalf("patch back: %q %d", o, code)
+	}
 	// call's arguments as the third word or with --args, not both.
 	for _, args := range [][]string{{`{"path":"notes/a.txt"}`}, {"--args", `{"path":"notes/a.txt"}`}} {
 		if o, code := run("", append([]string{"call", a, "read"}, args...)...); code != 0 || !strings.Contains(o, `"content": "bye\n"`) {
