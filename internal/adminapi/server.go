@@ -133,16 +133,26 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 	switch r.Header.Get("Accept") {
 	case adminclient.MediaRaw:
 		s.rawAnswer(w, r, call, nil)
-		return
 	case wire.MediaNDJSON:
+		s.streamed(w, r, call, nil)
 	default:
 		s.answer(w, r, call, nil)
-		return
 	}
-	// Streamed: output frames as produced, then the result. The decision is
-	// known before any output, so denials still get a proper status.
+}
+
+// streamed answers with output frames as they are produced, then the
+// result. The decision is known before any output, so denials still get a
+// proper status. stdin, when the body is the call's input, is read while
+// output is written.
+func (s *Server) streamed(w http.ResponseWriter, r *http.Request, call *gateway.Call, stdin io.Reader) {
+	if stdin != nil {
+		// Else the server would wait for the whole body before the first
+		// frame: a command that answers its input as it reads it (cat)
+		// would stall both sides.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+	}
 	out := wire.NewLazy(w, call, nil)
-	res, err := s.Gateway.Handle(r.Context(), call, out.Streams(nil))
+	res, err := s.Gateway.Handle(r.Context(), call, out.Streams(stdin))
 	out.Finish(res, err)
 }
 
@@ -162,11 +172,14 @@ func (s *Server) rawCall(w http.ResponseWriter, r *http.Request) {
 		Session: r.Header.Get("Toolgate-Session"),
 		Via:     gateway.ViaAdmin,
 	}
-	if r.Header.Get("Accept") == adminclient.MediaRaw {
+	switch r.Header.Get("Accept") {
+	case adminclient.MediaRaw:
 		s.rawAnswer(w, r, call, r.Body)
-		return
+	case wire.MediaNDJSON:
+		s.streamed(w, r, call, r.Body)
+	default:
+		s.answer(w, r, call, &gateway.Streams{Stdin: r.Body})
 	}
-	s.answer(w, r, call, &gateway.Streams{Stdin: r.Body})
 }
 
 // rawAnswer runs a call whose output is bytes (a read with encoding raw):

@@ -129,6 +129,39 @@ func (c *Client) call(ctx context.Context, agent, tool string, args any, accept 
 // -1: unknown) with the arguments in a header: a write's content streams
 // from the caller's file to the sandbox without being held or encoded.
 func (c *Client) CallRaw(ctx context.Context, agent, tool string, args any, body io.Reader, size int64) (*gateway.Result, error) {
+	req, err := c.rawRequest(agent, tool, args, body, size)
+	if err != nil {
+		return nil, err
+	}
+	var res gateway.Result
+	return &res, c.decode(ctx, req, &res, true)
+}
+
+// CallStream runs a tool whose input is stdin, sent as bytes as it is
+// read (an exec's stdin, byte for byte: binary, and any length), while its
+// output streams back to stdout and stderr as the tool produces it — both
+// at once, so a command that answers its input as it reads it never waits
+// for the end of it.
+func (c *Client) CallStream(ctx context.Context, agent, tool string, args any, stdin io.Reader, stdout, stderr io.Writer) (*gateway.Result, error) {
+	req, err := c.rawRequest(agent, tool, args, stdin, -1)
+	if err != nil {
+		return nil, err
+	}
+	req.duplex = true
+	if err := req.set("Accept", MediaNDJSON); err != nil {
+		return nil, err
+	}
+	resp, err := c.do(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.body.Close()
+	return ReadFrames(resp.body, stdout, stderr)
+}
+
+// rawRequest is a call whose input is body (size bytes; -1: unknown) and
+// whose arguments go in the ArgsHeader.
+func (c *Client) rawRequest(agent, tool string, args any, body io.Reader, size int64) (*request, error) {
 	a, err := json.Marshal(args)
 	if err != nil {
 		return nil, err
@@ -138,11 +171,7 @@ func (c *Client) CallRaw(ctx context.Context, agent, tool string, args any, body
 		return nil, err
 	}
 	req.body, req.size = body, size
-	if err := req.set(ArgsHeader, string(a)); err != nil {
-		return nil, err
-	}
-	var res gateway.Result
-	return &res, c.decode(ctx, req, &res, true)
+	return req, req.set(ArgsHeader, string(a))
 }
 
 // CallRawOut runs a tool whose output is bytes (a read with encoding raw)

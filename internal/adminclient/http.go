@@ -2,6 +2,7 @@ package adminclient
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -29,6 +31,9 @@ type request struct {
 	header       []string // "Name: value"
 	body         io.Reader
 	size         int64 // of body; -1: unknown, sent chunked
+	// duplex: the body is written while the answer is read (an exec's
+	// stdin, whose command may answer it as it reads it).
+	duplex bool
 }
 
 // set adds a header, refusing a value that would end the line early: the
@@ -58,6 +63,9 @@ func (r *response) statusText() string { return strconv.Itoa(r.status) + " " + r
 func send(ctx context.Context, conn net.Conn, host string, req *request) (*response, error) {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	closeAll := func() { stop(); conn.Close() }
+	if req.duplex {
+		return sendDuplex(conn, host, req, closeAll, ctx)
+	}
 	werr := writeRequest(conn, host, req)
 	var connErr *net.OpError
 	if werr != nil && !errors.As(werr, &connErr) { // the body's source failed
@@ -88,6 +96,54 @@ func send(ctx context.Context, conn net.Conn, host string, req *request) (*respo
 	}
 	resp.body = &body{r: resp.body, close: closeAll, ctx: ctx}
 	return resp, nil
+}
+
+// sendDuplex is send for a body written while the answer is read. A body
+// whose source fails ends the call (the connection is closed: the gateway
+// sees its input cut, and the command is ended) with that error; one the
+// server stopped reading is the answer's to explain.
+func sendDuplex(conn net.Conn, host string, req *request, closeAll func(), ctx context.Context) (*response, error) {
+	// werr is set before the writer closes the connection, so a read that
+	// fails because of it finds it. Nobody waits for the writer: it may be
+	// blocked on its source (a terminal) long after the answer is in.
+	var mu sync.Mutex
+	var werr error
+	go func() {
+		var connErr *net.OpError
+		if err := writeRequest(conn, host, req); err != nil && !errors.As(err, &connErr) {
+			mu.Lock()
+			werr = err
+			mu.Unlock()
+			closeAll()
+		}
+	}()
+	failed := func(err error) error {
+		closeAll()
+		mu.Lock()
+		defer mu.Unlock()
+		return cmp.Or(werr, ctx.Err(), err)
+	}
+	resp, err := readResponse(bufio.NewReaderSize(conn, 32<<10))
+	if err != nil {
+		return nil, failed(err)
+	}
+	resp.body = &body{r: &duplexBody{r: resp.body, failed: failed}, close: closeAll, ctx: ctx}
+	return resp, nil
+}
+
+// duplexBody is an answer whose request body may fail while it is read:
+// a read that fails says the body's error, which caused it.
+type duplexBody struct {
+	r      io.Reader
+	failed func(error) error
+}
+
+func (d *duplexBody) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = d.failed(err)
+	}
+	return n, err
 }
 
 // writeRequest sends the head and, for a body of known size up to a few

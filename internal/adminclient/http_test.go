@@ -407,3 +407,79 @@ func TestFileBodies(t *testing.T) {
 		}
 	}
 }
+
+// failingSource gives its bytes, then an error.
+type failingSource struct {
+	r   io.Reader
+	err error
+}
+
+func (f *failingSource) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err == io.EOF {
+		return n, f.err
+	}
+	return n, err
+}
+
+// TestCallStream: an exec's stdin goes as bytes, every byte value intact,
+// while the answer streams back — a server that echoes its input as it
+// reads it, far past what the sockets hold, gets all of it and the client
+// all of the echo. A source that fails ends the call with its error; a
+// refusal before the body is read is the daemon's error.
+func TestCallStream(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/agents/demo/tools/exec/call", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Content-Type") != MediaRaw || r.Header.Get("Accept") != MediaNDJSON || r.Header.Get(ArgsHeader) != `{"argv":["cat"]}` {
+			t.Errorf("request headers %v", r.Header)
+		}
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		w.Header().Set("Content-Type", MediaNDJSON)
+		enc := json.NewEncoder(w)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := r.Body.Read(buf)
+			if n > 0 {
+				_ = enc.Encode(Frame{Stdout: buf[:n]})
+				w.(http.Flusher).Flush()
+			}
+			if err != nil {
+				break // the end, or a cut body: the client knows which
+			}
+		}
+		zero := 0
+		_ = enc.Encode(Frame{Result: &gateway.Result{ExitCode: &zero}})
+	})
+	mux.HandleFunc("POST /v1/agents/refused/tools/exec/call", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+		writeJSON(w, map[string]*Error{"error": {Code: "denied", Message: "no stdin for you"}})
+	})
+	c := unixServer(t, mux)
+	// A guard, not a measure: a client that wrote the whole body before
+	// reading would wait on the server forever.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args := map[string]any{"argv": []string{"cat"}}
+
+	in := make([]byte, 32<<20) // over the sockets' buffers (the client's send buffer is 4 MiB, doubled)
+	for i := range in {
+		in[i] = byte(i*31 + i>>8)
+	}
+	var out bytes.Buffer
+	res, err := c.CallStream(ctx, "demo", "exec", args, bytes.NewReader(in), &out, io.Discard)
+	if err != nil || res.ExitCode == nil || *res.ExitCode != 0 || !bytes.Equal(out.Bytes(), in) {
+		t.Fatalf("echo: %v %+v, %d bytes back of %d (equal: %v)", err, res, out.Len(), len(in), bytes.Equal(out.Bytes(), in))
+	}
+
+	broken := errors.New("the terminal went away")
+	_, err = c.CallStream(ctx, "demo", "exec", args, &failingSource{bytes.NewReader(in[:1<<20]), broken}, io.Discard, io.Discard)
+	if !errors.Is(err, broken) {
+		t.Fatalf("failing source: got %v, want its error", err)
+	}
+
+	_, err = c.CallStream(ctx, "refused", "exec", args, bytes.NewReader(in), io.Discard, io.Discard)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != "denied" {
+		t.Fatalf("refusal: got %v", err)
+	}
+}

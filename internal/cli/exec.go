@@ -2,10 +2,11 @@ package cli
 
 import (
 	"errors"
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/adminclient"
+	"github.com/toolgate/toolgate/internal/gateway"
 )
 
 func newExecCmd(g *Globals) *cobra.Command {
@@ -40,14 +41,18 @@ func newExecCmd(g *Globals) *cobra.Command {
 			if err := env.apply(cmd, call); err != nil {
 				return err
 			}
+			var res *gateway.Result
+			var err error
 			if stdin {
-				b, err := io.ReadAll(os.Stdin)
-				if err != nil {
-					return err
+				// Byte for byte and as it comes: not a JSON string, which
+				// holds text only and the whole of it at once.
+				var c *adminclient.Client
+				if c, err = g.Dial(); err == nil {
+					res, err = c.CallStream(cmd.Context(), args[0], "exec", call, os.Stdin, os.Stdout, os.Stderr)
 				}
-				call["stdin"] = string(b)
+			} else {
+				res, err = callTool(cmd, g, args[0], "exec", call, true)
 			}
-			res, err := callTool(cmd, g, args[0], "exec", call, true)
 			if err != nil {
 				return err
 			}
@@ -66,6 +71,6 @@ func newExecCmd(g *Globals) *cobra.Command {
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (relative to the workspace)")
 	cmd.Flags().StringVar(&timeout, "timeout", "", "kill the process tree after this long (e.g. 30s)")
 	env.register(cmd)
-	cmd.Flags().BoolVarP(&stdin, "interactive", "i", false, "send this command's stdin to the process")
+	cmd.Flags().BoolVarP(&stdin, "interactive", "i", false, "send this command's stdin to the process, byte for byte, as it is read")
 	return cmd
 }

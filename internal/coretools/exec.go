@@ -2,8 +2,11 @@ package coretools
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"io"
 	"maps"
 	"regexp"
@@ -192,13 +195,22 @@ func (t *Exec) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv)
 	}
 	streams := capped.NewStreams(callerOut, callerErr, t.limitsOf(call.Agent).MaxOutput)
 	spec.Stdout, spec.Stderr = streams.Stdout, streams.Stderr
+	var streamed *countWriter // a streamed stdin's bytes, counted and hashed
+	var stdinSum hash.Hash
 	switch {
 	case a.Stdin != nil:
 		spec.Stdin = strings.NewReader(*a.Stdin)
 	case env.IO != nil && env.IO.Stdin != nil:
-		spec.Stdin = env.IO.Stdin
+		stdinSum = sha256.New()
+		streamed = &countWriter{w: stdinSum}
+		spec.Stdin = io.TeeReader(env.IO.Stdin, streamed)
 	}
 	oc, err := env.Sandbox.Exec(ctx, spec)
+	if streamed != nil {
+		// The record says what the command was given: how many bytes, which.
+		d := resultDetail(call)
+		d["stdinBytes"], d["stdinSha256"] = streamed.n, hex.EncodeToString(stdinSum.Sum(nil))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}

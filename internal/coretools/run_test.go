@@ -3,15 +3,17 @@ package coretools
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/toolgate/toolgate/internal/capped"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/capped"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
@@ -343,9 +345,17 @@ func TestExecStreams(t *testing.T) {
 	h := newHarness(t, config.Limits{MaxOutput: 4})
 	var stdout, stderr bytes.Buffer
 	io := &gateway.Streams{Stdin: strings.NewReader("from caller"), Stdout: &stdout, Stderr: &stderr}
-	res, err := h.call("exec", `{"command":"cat; echo e >&2"}`, io)
+	call, err := h.prepare("exec", `{"command":"cat; echo e >&2"}`)
 	if err != nil {
 		t.Fatal(err)
+	}
+	res, err := h.tools["exec"].Run(context.Background(), call, &gateway.RunEnv{Agent: testAgent, Sandbox: h.sb, IO: io})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The result entry says what the command was given.
+	if sum := sha256.Sum256([]byte("from caller")); call.Detail["stdinBytes"] != int64(11) || call.Detail["stdinSha256"] != hex.EncodeToString(sum[:]) {
+		t.Errorf("result detail %v, want stdinBytes 11 and the input's SHA-256", call.Detail)
 	}
 	out := execOut(t, res)
 	if out.Stdout != "" || out.Stderr != "" || !out.Truncated {

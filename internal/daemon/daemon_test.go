@@ -555,6 +555,15 @@ func TestCLI(t *testing.T) {
 	if o, code := run("", "read", a, "notes/a.txt"); o != "bye\n" || code != 0 {
 		t.Fatalf("read: %q %d", o, code)
 	}
+	// exec -i: stdin byte for byte, read while output is already coming
+	// back (a gateway that held the output until the input ended, or
+	// dropped the input once output began, fails the second).
+	if o, code := run("a\xffb\x00c", "exec", a, "-i", "--", "od", "-An", "-tx1"); o != " 61 ff 62 00 63\n" || code != 0 {
+		t.Fatalf("exec -i, binary stdin: %q %d", o, code)
+	}
+	if o, code := run(strings.Repeat("x", 5_000_000), "exec", a, "-i", "--", "sh", "-c", "echo start; wc -c"); o != "start\n5000000\n" || code != 0 {
+		t.Fatalf("exec -i, output before the input ends: %q %d", o, code)
+	}
 	// A diff from standard input; usage mistakes said before anything is sent.
 	diff := "--- a/notes/a.txt\n+++ b/notes/a.txt\n@@ -1 +1 @@\n-bye\n+ciao\n"
 	if o, code := run(diff, "patch", a, "notes/a.txt", "--diff", "-"); code != 0 {
