@@ -22,7 +22,7 @@ func newCallCmd(g *Globals) *cobra.Command {
 				}
 				args = argv[2]
 			}
-			res, err := callTool(cmd, g, argv[0], argv[1], json.RawMessage(args), false)
+			res, err := callTool(cmd, g, argv[0], argv[1], json.RawMessage(args))
 			if err != nil {
 				return err
 			}

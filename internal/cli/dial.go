@@ -2,21 +2,17 @@ package cli
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
-// callTool sends one call to the daemon. With stream set, output is copied
-// to the terminal as it is produced.
-func callTool(cmd *cobra.Command, g *Globals, agent, tool string, args any, stream bool) (*gateway.Result, error) {
+// callTool sends one call to the daemon and returns its buffered result
+// (exec and run stream theirs: execStreamed).
+func callTool(cmd *cobra.Command, g *Globals, agent, tool string, args any) (*gateway.Result, error) {
 	c, err := g.Dial()
 	if err != nil {
 		return nil, err
-	}
-	if stream {
-		return c.Call(cmd.Context(), agent, tool, args, os.Stdout, os.Stderr)
 	}
 	return c.Call(cmd.Context(), agent, tool, args, nil, nil)
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"os"
 
@@ -41,18 +42,11 @@ func newExecCmd(g *Globals) *cobra.Command {
 			if err := env.apply(cmd, call); err != nil {
 				return err
 			}
-			var res *gateway.Result
-			var err error
-			if stdin {
-				// Byte for byte and as it comes: not a JSON string, which
-				// holds text only and the whole of it at once.
-				var c *adminclient.Client
-				if c, err = g.Dial(); err == nil {
-					res, err = c.CallStream(cmd.Context(), args[0], "exec", call, os.Stdin, os.Stdout, os.Stderr)
-				}
-			} else {
-				res, err = callTool(cmd, g, args[0], "exec", call, true)
+			c, err := g.Dial()
+			if err != nil {
+				return err
 			}
+			res, err := execStreamed(cmd.Context(), c, args[0], call, stdin)
 			if err != nil {
 				return err
 			}
@@ -71,6 +65,20 @@ func newExecCmd(g *Globals) *cobra.Command {
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (relative to the workspace)")
 	cmd.Flags().StringVar(&timeout, "timeout", "", "kill the process tree after this long (e.g. 30s)")
 	env.register(cmd)
-	cmd.Flags().BoolVarP(&stdin, "interactive", "i", false, "send this command's stdin to the process, byte for byte, as it is read")
+	cmd.Flags().BoolVarP(&stdin, "interactive", "i", false, stdinFlagUsage)
 	return cmd
+}
+
+// stdinFlagUsage is -i's, for exec and run.
+const stdinFlagUsage = "send this command's stdin to the process, byte for byte, as it is read"
+
+// execStreamed runs an exec with its output streamed to this process's;
+// with stdin, the command's standard input is this process's, sent as it
+// is read and byte for byte — not as the JSON "stdin" string, which holds
+// text only and the whole of it at once.
+func execStreamed(ctx context.Context, c *adminclient.Client, agent string, call map[string]any, stdin bool) (*gateway.Result, error) {
+	if stdin {
+		return c.CallStream(ctx, agent, "exec", call, os.Stdin, os.Stdout, os.Stderr)
+	}
+	return c.Call(ctx, agent, "exec", call, os.Stdout, os.Stderr)
 }

@@ -34,7 +34,7 @@ func newPatchCmd(g *Globals) *cobra.Command {
 			default:
 				return UsageErr(cmd, "give --old and --new, or --diff")
 			}
-			res, err := callTool(cmd, g, args[0], "patch", call, false)
+			res, err := callTool(cmd, g, args[0], "patch", call)
 			if err != nil {
 				return err
 			}

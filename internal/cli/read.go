@@ -36,7 +36,7 @@ func newReadCmd(g *Globals) *cobra.Command {
 				_, err = c.CallRawOut(cmd.Context(), args[0], "read", call, os.Stdout)
 				return err
 			}
-			res, err := callTool(cmd, g, args[0], "read", call, false)
+			res, err := callTool(cmd, g, args[0], "read", call)
 			if err != nil {
 				return cliHint(err)
 			}

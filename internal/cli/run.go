@@ -15,6 +15,7 @@ func newRunCmd(g *Globals) *cobra.Command {
 		cwd, timeout string
 		env          envFlags
 		doorOnly     bool
+		stdin        bool
 		session      string
 	)
 	cmd := &cobra.Command{
@@ -36,6 +37,7 @@ write, patch and its plugin tools) are then the only way it acts, each
 decided and recorded as a call; the hook gate still guards what remains.`,
 		Example: `  toolgate run demo --timeout 30m -- claude -p "fix the tests"
   toolgate run demo --door-only -- claude -p "fix the tests"
+  toolgate run demo -i -- claude -p "summarize this" < notes.txt
   toolgate run demo --secret-env GH_TOKEN=github_token -- sh -c 'gh pr list'`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -80,7 +82,7 @@ decided and recorded as a call; the hook gate still guards what remains.`,
 			if interactive(os.Stderr) { // a script's output stays the program's own
 				fmt.Fprintf(os.Stderr, "toolgate: session %s (toolgate audit show --session %s)\n", session, session)
 			}
-			res, err := c.WithSession(session).Call(cmd.Context(), args[0], "exec", call, os.Stdout, os.Stderr)
+			res, err := execStreamed(cmd.Context(), c.WithSession(session), args[0], call, stdin)
 			if err != nil {
 				return err
 			}
@@ -94,6 +96,7 @@ decided and recorded as a call; the hook gate still guards what remains.`,
 	cmd.Flags().StringVar(&timeout, "timeout", "", "kill the process tree after this long (e.g. 30m)")
 	env.register(cmd)
 	cmd.Flags().StringVar(&session, "session", "", "the run's session id (default: a new one, shown when stderr is a terminal)")
+	cmd.Flags().BoolVarP(&stdin, "interactive", "i", false, stdinFlagUsage)
 	cmd.Flags().BoolVar(&doorOnly, "door-only", false, "claude acts only through toolgate's tools (its own Bash, Write, Edit, Read … off; MCP door on)")
 	return cmd
 }

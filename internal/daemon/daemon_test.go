@@ -564,6 +564,9 @@ func TestCLI(t *testing.T) {
 	if o, code := run(strings.Repeat("x", 5_000_000), "exec", a, "-i", "--", "sh", "-c", "echo start; wc -c"); o != "start\n5000000\n" || code != 0 {
 		t.Fatalf("exec -i, output before the input ends: %q %d", o, code)
 	}
+	if o, code := run("to run\x00", "run", a, "-i", "--", "od", "-c", "-An"); !strings.Contains(o, "t   o       r   u   n  \\0") || code != 0 {
+		t.Fatalf("run -i: %q %d", o, code)
+	}
 	// A diff from standard input; usage mistakes said before anything is sent.
 	diff := "--- a/notes/a.txt\n+++ b/notes/a.txt\n@@ -1 +1 @@\n-bye\n+ciao\n"
 	if o, code := run(diff, "patch", a, "notes/a.txt", "--diff", "-"); code != 0 {
