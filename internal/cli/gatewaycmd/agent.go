@@ -48,6 +48,16 @@ Ctrl-C stops the run; the session is saved after every step and
 			if req.Task == "" && req.Continue == "" {
 				return cli.UsageErr(cmd, "give a task, or --continue SESSION")
 			}
+			// The API reads 0 as its default; said on a command line, it
+			// (or less) is a mistake, not a wish for 50 steps.
+			switch {
+			case req.Limits.Steps < 1:
+				return cli.UsageErr(cmd, fmt.Sprintf("--max-steps %d: give at least 1", req.Limits.Steps))
+			case req.Limits.Tokens < 1:
+				return cli.UsageErr(cmd, fmt.Sprintf("--max-tokens %d: give at least 1", req.Limits.Tokens))
+			case maxTime <= 0:
+				return cli.UsageErr(cmd, fmt.Sprintf("--max-time %s: give a positive duration", maxTime))
+			}
 			req.Limits.Time, req.NoStream = maxTime, noStream
 			c, err := g.Dial()
 			if err != nil {

@@ -53,3 +53,22 @@ func TestUnknownSubcommandFails(t *testing.T) {
 		t.Fatalf("no suggestion: exit %d, %q", code, stderr.String())
 	}
 }
+
+// An agent run's limits said as 0 or less are usage mistakes, caught before
+// any gateway is asked (the API reads 0 as its default).
+func TestAgentLimitsRefused(t *testing.T) {
+	t.Setenv("TOOLGATE_HOME", t.TempDir()) // no gateway, no token: a call would fail otherwise
+	for _, tt := range []struct{ flag, value, want string }{
+		{"--max-steps", "0", "--max-steps 0: give at least 1"},
+		{"--max-steps", "-3", "--max-steps -3: give at least 1"},
+		{"--max-tokens", "0", "--max-tokens 0: give at least 1"},
+		{"--max-time", "0s", "--max-time 0s: give a positive duration"},
+		{"--max-time", "-1m", "--max-time -1m0s: give a positive duration"},
+	} {
+		var stderr bytes.Buffer
+		code := Main([]string{"agent", "demo", tt.flag, tt.value, "a task"}, &stderr)
+		if code != cli.ExitError || !strings.Contains(stderr.String(), tt.want) || !strings.Contains(stderr.String(), "usage: toolgate agent") {
+			t.Errorf("%s %s: exit %d, stderr %q", tt.flag, tt.value, code, stderr.String())
+		}
+	}
+}
