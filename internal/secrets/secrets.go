@@ -232,7 +232,8 @@ func (s *Store) Resolve(agent, tool, name string) (string, error) {
 	}
 	switch {
 	case d == nil:
-		return "", fmt.Errorf("secret %q is not defined", name)
+		// The likeliest cause: set after the gateway read its secrets.
+		return "", fmt.Errorf("secret %q is not defined (HOME/secrets.yaml or the config's secrets, as the gateway read them when it started or last reloaded)", name)
 	case !granted(d.agents, agent) || !granted(d.tools, tool):
 		return "", fmt.Errorf("secret %q is not available to agent %q with tool %q (see its agents/tools lists)", name, agent, tool)
 	}

@@ -57,7 +57,7 @@ gateway takes it on reload (SIGHUP) or restart.`,
 			if err := secrets.Set(g.Home, args[0], value, a, t); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "secret %s stored in %s/%s\n", args[0], g.Home, secrets.FileName)
+			fmt.Fprintf(cmd.OutOrStdout(), "secret %s stored in %s/%s (a running gateway takes it on reload, SIGHUP, or restart)\n", args[0], g.Home, secrets.FileName)
 			return nil
 		},
 	}
