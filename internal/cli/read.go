@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/adminclient"
+	"github.com/toolgate/toolgate/internal/gateway"
 )
 
 func newReadCmd(g *Globals) *cobra.Command {
@@ -42,16 +43,29 @@ func newReadCmd(g *Globals) *cobra.Command {
 			}
 			content, _ := output(res, "content").(string)
 			fmt.Print(content)
-			if t, _ := output(res, "truncated").(bool); t {
-				fmt.Fprintln(os.Stderr, "toolgate: output truncated at the read size limit")
-			}
-			return nil
+			return cutShort(res)
 		},
 	}
 	cmd.Flags().IntVar(&offset, "offset", 0, "first line to print (1-based)")
 	cmd.Flags().IntVar(&limit, "limit", 0, "number of lines to print")
 	cmd.Flags().BoolVar(&raw, "binary", false, "read bytes as they are (binary files)")
 	return cmd
+}
+
+// cutShort is the error of a text read the read cap cut before the lines
+// asked for ended: what was printed is the head of the file, and a script
+// must not take it for the whole (exit 125). A window that ended within
+// the kept part (--limit) is whole, whatever the file's size.
+func cutShort(res *gateway.Result) error {
+	if t, _ := output(res, "truncated").(bool); !t {
+		return nil
+	}
+	lines, _ := output(res, "lines").(map[string]any)
+	to, total := fmt.Sprint(lines["to"]), fmt.Sprint(lines["total"])
+	if to != total {
+		return nil
+	}
+	return fmt.Errorf("the file is %v bytes, over the read cap (limits.maxReadFile): printed lines %v–%v of the part the cap keeps, and lines past it cannot be read", output(res, "size"), lines["from"], to)
 }
 
 // apiBinaryHint is coretools.BinaryHint (a test keeps them equal; the CLI

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/coretools"
+	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
@@ -26,5 +28,35 @@ func TestReadBinaryHintNamesTheFlag(t *testing.T) {
 	other := &wire.Error{Code: "denied", Message: "no"}
 	if cliHint(other) != error(other) {
 		t.Error("an unrelated error was rewritten")
+	}
+}
+
+// TestCutShort: a text read is an error when the read cap cut the lines
+// asked for (the CLI printed the head of the file), not when the window
+// asked for ended inside the kept part, nor for a file under the cap.
+func TestCutShort(t *testing.T) {
+	res := func(truncated bool, from, to, total int) *gateway.Result {
+		return &gateway.Result{Output: map[string]any{
+			"truncated": truncated, "size": json.Number("18688890"),
+			"lines": map[string]any{"from": json.Number(fmt.Sprint(from)), "to": json.Number(fmt.Sprint(to)), "total": json.Number(fmt.Sprint(total))},
+		}}
+	}
+	for _, tt := range []struct {
+		name string
+		res  *gateway.Result
+		want string
+	}{
+		{"under the cap", res(false, 1, 9, 9), ""},
+		{"cut at the cap", res(true, 1, 225465, 225465), "printed lines 1–225465"},
+		{"offset to the cap", res(true, 225460, 225465, 225465), "printed lines 225460–225465"},
+		{"a window inside the kept part", res(true, 1, 3, 225465), ""},
+	} {
+		err := cutShort(tt.res)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "18688890 bytes")):
+			t.Errorf("%s: %v, want an error with %q", tt.name, err, tt.want)
+		}
 	}
 }
