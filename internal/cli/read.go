@@ -19,6 +19,9 @@ func newReadCmd(g *Globals) *cobra.Command {
 		Short: "Print a file from an agent's sandbox (relative paths are in the workspace)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if offset < 0 || limit < 0 {
+				return UsageErr(cmd, fmt.Sprintf("--offset %d --limit %d: lines are counted from 1", offset, limit))
+			}
 			call := map[string]any{"path": args[1]}
 			if offset > 0 {
 				call["offset"] = offset

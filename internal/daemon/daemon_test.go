@@ -577,6 +577,9 @@ func TestCLI(t *testing.T) {
 			t.Fatalf("patch %q: %q %d, want a usage error", args, o, code)
 		}
 	}
+	if o, code := run("", "read", a, "notes/a.txt", "--offset", "-1"); code != 125 || !strings.Contains(o, "usage: toolgate read") {
+		t.Fatalf("read --offset -1: %q %d, want a usage error", o, code)
+	}
 	if o, code := run("", "read", a, "notes/a.txt"); o != "ciao\n" || code != 0 {
 		t.Fatalf("read after the diff: %q %d", o, code)
 	}
