@@ -22,7 +22,8 @@ const (
 
 // cmdInit is PID 1. Orphans of every exec are reparented to it, so it reaps;
 // a PID 1 ignores signals it has no handler for, so it forwards SIGTERM to
-// everything and exits, which lets `docker stop` end the sandbox at once.
+// everything (the executor excepted: it is killed first) and exits, which
+// lets `docker stop` end the sandbox at once.
 // With egress it also serves the sandbox's HTTP proxy. When the executor
 // directory is mounted it keeps `toolgate-client executor` running: a
 // separate process, so this reaper never takes its children's statuses.
@@ -57,6 +58,13 @@ func cmdInit(_ []string, stderr io.Writer) int {
 			launch()
 		case sig := <-sigs:
 			if sig != syscall.SIGCHLD {
+				// The executor first, at once: the SIGTERM below ends its
+				// calls' commands too, and it must not report their deaths
+				// as their own exits (143); with it gone, the gateway sees
+				// the sandbox stop under the call.
+				if executor > 0 {
+					_ = syscall.Kill(executor, syscall.SIGKILL)
+				}
 				_ = syscall.Kill(-1, syscall.SIGTERM)
 				return 0
 			}

@@ -561,29 +561,36 @@ func TestLargeOutputDrained(t *testing.T) {
 	}
 }
 
+// TestKilledMidCall: a sandbox killed or stopped under a call ends the
+// call with an error that says so, never with an exit code the teardown
+// gave the command (SIGTERM reaches the command and the executor at once;
+// init kills the executor first, so it cannot report the command's 143).
 func TestKilledMidCall(t *testing.T) {
 	spec, sb := newAgent(t)
-	for p, path := range execPaths {
-		t.Run(path.name, func(t *testing.T) {
-			waitExecutor(t, sb)
-			done := make(chan execResult, 1)
-			go func() {
-				done <- runVia(context.Background(), p, sb, gateway.ExecSpec{Argv: []string{"sleep", "100"}, CallID: "victim"})
-			}()
-			waitForCall(t, sb, "victim")
-			if _, err := testMgr.Client().ContainerKill(context.Background(), sb.ContainerID(), client.ContainerKillOptions{Signal: "KILL"}); err != nil {
-				t.Fatal(err)
-			}
-			r := <-done
-			want := "sandbox container for agent " + spec.Agent + " stopped during the call"
-			if r.err == nil || !strings.Contains(r.err.Error(), want) {
-				t.Fatalf("got %v, %+v; want %q", r.err, r.out, want)
-			}
-			// The next call brings the sandbox back.
-			if r := mustRun(t, sb, "true"); r.out.ExitCode != 0 {
-				t.Fatal(r.out)
-			}
-		})
+	for _, signal := range []string{"KILL", "TERM"} {
+		for p, path := range execPaths {
+			t.Run(signal+"/"+path.name, func(t *testing.T) {
+				waitExecutor(t, sb)
+				id := "victim-" + strings.ToLower(signal)
+				done := make(chan execResult, 1)
+				go func() {
+					done <- runVia(context.Background(), p, sb, gateway.ExecSpec{Argv: []string{"sleep", "100"}, CallID: id})
+				}()
+				waitForCall(t, sb, id)
+				if _, err := testMgr.Client().ContainerKill(context.Background(), sb.ContainerID(), client.ContainerKillOptions{Signal: signal}); err != nil {
+					t.Fatal(err)
+				}
+				r := <-done
+				want := "sandbox container for agent " + spec.Agent + " stopped during the call"
+				if r.err == nil || !strings.Contains(r.err.Error(), want) {
+					t.Fatalf("got %v, %+v; want %q", r.err, r.out, want)
+				}
+				// The next call brings the sandbox back.
+				if r := mustRun(t, sb, "true"); r.out.ExitCode != 0 {
+					t.Fatal(r.out)
+				}
+			})
+		}
 	}
 }
 
