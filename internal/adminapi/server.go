@@ -146,9 +146,9 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 // output is written.
 func (s *Server) streamed(w http.ResponseWriter, r *http.Request, call *gateway.Call, stdin io.Reader) {
 	if stdin != nil {
-		// Else the server would wait for the whole body before the first
-		// frame: a command that answers its input as it reads it (cat)
-		// would stall both sides.
+		// Else, for a client that keeps its connection open, Go's server
+		// reads and drops up to 256 KiB of the unread body as the first
+		// frame goes out: the command would lose that much of its input.
 		_ = http.NewResponseController(w).EnableFullDuplex()
 	}
 	out := wire.NewLazy(w, call, nil)
