@@ -1,13 +1,17 @@
 package adminclient
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/toolgate/toolgate/internal/gateway"
 )
@@ -91,4 +95,26 @@ func writeJSON(w http.ResponseWriter, v any) {
 		w.Header().Set("Content-Type", "application/json")
 	}
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// TestReadFramesBrokenMidLine: a stream that breaks in the middle of a
+// frame is reported as the break (its cause kept for errors.Is), not as a
+// malformed frame — the scanner hands over the part of the line it had.
+func TestReadFramesBrokenMidLine(t *testing.T) {
+	cut := errors.New("connection cut")
+	for _, tt := range []struct {
+		name   string
+		stream io.Reader
+		want   string
+	}{
+		{"cut mid-line", io.MultiReader(strings.NewReader(`{"stdout":"aGk="}`+"\n"+`{"stdo`), iotest.ErrReader(cut)), "stream from gateway broken: connection cut"},
+		{"cut between lines", io.MultiReader(strings.NewReader(`{"stdout":"aGk="}`+"\n"), iotest.ErrReader(cut)), "stream from gateway broken: connection cut"},
+		{"a bad frame, whole", strings.NewReader(`{"stdo` + "\n"), "bad frame from gateway"},
+	} {
+		var out bytes.Buffer
+		_, err := ReadFrames(tt.stream, &out, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tt.want) || (strings.Contains(tt.want, "broken") && !errors.Is(err, cut)) {
+			t.Errorf("%s: got %v, want %q", tt.name, err, tt.want)
+		}
+	}
 }

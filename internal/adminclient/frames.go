@@ -52,6 +52,11 @@ func ReadFrames(r io.Reader, stdout, stderr io.Writer) (*gateway.Result, error) 
 		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
 		dec.UseNumber() // integers in the result stay exact (see Client.Call)
 		if err := dec.Decode(&fr); err != nil {
+			if serr := sc.Err(); serr != nil {
+				// The stream broke mid-line: the scanner hands over the
+				// part it had as a last line. The break is the news.
+				return nil, fmt.Errorf("stream from gateway broken: %w", serr)
+			}
 			return nil, fmt.Errorf("bad frame from gateway: %w", err)
 		}
 		if dec.More() {
