@@ -274,7 +274,9 @@ func readEvents(r io.Reader, fn func(event string, data []byte)) error {
 			data = append(data, bytes.TrimPrefix(line[5:], []byte(" "))...)
 		}
 	}
-	if len(data) > 0 {
+	// A last event without its blank line, at the stream's end; not one
+	// cut by a broken read (the scanner hands over the part it had).
+	if len(data) > 0 && sc.Err() == nil {
 		fn(event, data)
 	}
 	return sc.Err()

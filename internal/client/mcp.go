@@ -170,7 +170,9 @@ func readSSE(r io.Reader, emit func([]byte)) error {
 			data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
 		}
 	}
-	if len(data) > 0 {
+	// A last event without its blank line, at the stream's end; not one
+	// cut by a broken read (the scanner hands over the part it had).
+	if len(data) > 0 && sc.Err() == nil {
 		emit(data)
 	}
 	return sc.Err()
