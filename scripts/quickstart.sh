@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The main job on a fresh Debian machine: installs Docker if needed, builds,
-# builds the sandbox image offline, runs the gateway with the demo agent,
+# builds the sandbox image (busybox compiled against musl, once), runs the gateway with the demo agent,
 # makes a few calls (one denied by a rule) and shows the audit tail.
 # TOOLGATE_HOME defaults to ./.demo-home so it never touches ~/.toolgate.
 # Pass --keep to leave the gateway running afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
-ensure_packages docker.io busybox-static
+ensure_packages docker.io musl-tools make patch xz-utils bzip2 # the default image compiles busybox
 ensure_dockerd
 build
 export TOOLGATE_HOME="${TOOLGATE_HOME:-$PWD/.demo-home}"

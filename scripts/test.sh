@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
-ensure_packages docker.io busybox-static iproute2 git mmdebstrap chromium postgresql bc curl openssl python3
+ensure_packages docker.io busybox-static make patch xz-utils bzip2 iproute2 git mmdebstrap chromium postgresql bc curl openssl python3
 # The launcher is C: musl-gcc builds it, clang's libFuzzer fuzzes its
 # response reader (internal/launcher).
 ensure_packages musl-tools clang-14 libclang-rt-14-dev

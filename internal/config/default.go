@@ -62,7 +62,7 @@ secrets:
 # Settings every agent inherits unless it sets its own. Default rules are
 # evaluated for every agent, before the agent's own rules.
 defaults:
-  image: toolgate/sandbox:latest  # build it offline with: toolgate sandbox image
+  image: toolgate/sandbox:latest  # serve builds it when missing (or: toolgate sandbox image)
   user: "1000:1000"               # uid:gid inside the sandbox (never root)
   limits:
     memory: 512m

@@ -24,11 +24,16 @@ func newSandboxCmd(g *cli.Globals) *cobra.Command {
 	)
 	image := &cobra.Command{
 		Use:   "image [TAG]",
-		Short: "Build a sandbox image offline from a profile (default: busybox-static)",
+		Short: "Build a sandbox image from a profile, without a registry (default: busybox)",
 		Long: `Builds a sandbox image without a container registry: the root filesystem is
-made on this host (from its busybox-static, or a Debian base made by
-mmdebstrap from the Debian archive plus a CLI from npm) and imported into
-Docker. Downloads are cached under $TOOLGATE_IMAGE_CACHE (default
+made on this host and imported into Docker. The default profile compiles
+busybox from Debian's source package (pinned and checked by SHA-256, with
+Debian's patches and configuration) against musl, once, ~30 s: a glibc
+program's start costs ~0.7 ms of CPU on a virtual machine, musl's 0.05,
+and an agent starts many. busybox-host takes the host's busybox-static
+instead, with nothing to download or build; claude-code is a Debian base
+made by mmdebstrap from the Debian archive plus the CLI from npm.
+Downloads and builds are cached under $TOOLGATE_IMAGE_CACHE (default
 $TMPDIR/toolgate-image-cache); an image whose profile version is current
 is not rebuilt. Set the printed tag as an agent's image in config.yaml.
 

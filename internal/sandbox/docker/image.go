@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/moby/moby/client"
 	"github.com/toolgate/toolgate/internal/sandbox/rootfs"
@@ -33,13 +34,15 @@ func imageChanges(p rootfs.Profile) []string {
 	return changes
 }
 
-// BuildDefaultImage builds the default profile's image (busybox-static) as tag.
+// BuildDefaultImage builds the default profile's image (busybox) as tag,
+// its progress in the log: a first build compiles busybox, ~30 s.
 func (m *Manager) BuildDefaultImage(ctx context.Context, tag string, force bool) (bool, error) {
 	p, err := rootfs.Lookup("default")
 	if err != nil {
 		return false, err
 	}
-	return m.BuildImage(ctx, tag, p, rootfs.Env{}, force)
+	progress := slog.NewLogLogger(m.log.Handler(), slog.LevelInfo).Writer()
+	return m.BuildImage(ctx, tag, p, rootfs.Env{Log: progress}, force)
 }
 
 // BuildImage builds profile p's image offline and imports it through the

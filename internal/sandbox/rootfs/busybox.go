@@ -15,7 +15,7 @@ const BusyboxPath = "/bin/busybox"
 // DefaultTag is the default sandbox image (sandbox.DefaultImage).
 const DefaultTag = "toolgate/sandbox:latest"
 
-// applets get a /bin symlink to busybox in the default image.
+// applets get a /bin symlink to busybox in the busybox images.
 var applets = []string{
 	"sh", "ash", "ls", "cat", "echo", "mkdir", "mv", "rm", "rmdir", "env", "sleep", "true",
 	"false", "printf", "head", "tail", "wc", "grep", "egrep", "sed", "awk", "find", "xargs",
@@ -26,25 +26,59 @@ var applets = []string{
 	"hexdump", "od", "nproc", "usleep", "mktemp", "cmp", "sync",
 }
 
-// Busybox is the default profile: a scratch root filesystem made here
-// around the host's static busybox, a couple of megabytes.
-type Busybox struct{ Path string }
+// Busybox is the default profile: a scratch root filesystem around a
+// static busybox built here from Debian's source against musl (see
+// busyboxSource for why), a couple of megabytes.
+type Busybox struct{}
 
-func init() { Register(Busybox{Path: BusyboxPath}) }
+// HostBusybox is the same root filesystem around the host's own
+// busybox-static (glibc), for a host that cannot build: nothing to
+// download or compile.
+type HostBusybox struct{ Path string }
+
+func init() {
+	Register(Busybox{})
+	Register(HostBusybox{Path: BusyboxPath})
+}
 
 func (Busybox) Name() string { return "default" }
 func (Busybox) Summary() string {
-	return "busybox-static from the host: a shell and the usual utilities, 2 MB"
+	return "busybox (Debian's, built here against musl): a shell and the usual utilities, 1 MB"
 }
 func (Busybox) Tag() string     { return DefaultTag }
-func (Busybox) Version() string { return "busybox-1" }
+func (Busybox) Version() string { return muslBusyboxVersion() }
 func (Busybox) Env() []string   { return nil }
 
-func (b Busybox) Write(_ context.Context, _ Env, w io.Writer) error {
-	bin, err := staticBusybox(b.Path)
+func (Busybox) Write(ctx context.Context, env Env, w io.Writer) error {
+	path, err := muslBusybox(ctx, env)
 	if err != nil {
 		return err
 	}
+	bin, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return writeBusyboxRoot(w, bin)
+}
+
+func (HostBusybox) Name() string { return "busybox-host" }
+func (HostBusybox) Summary() string {
+	return "busybox-static from the host (glibc): the default image's applets with nothing to build, 2 MB"
+}
+func (HostBusybox) Tag() string     { return "toolgate/busybox-host:latest" }
+func (HostBusybox) Version() string { return "busybox-host-1" }
+func (HostBusybox) Env() []string   { return nil }
+
+func (b HostBusybox) Write(_ context.Context, _ Env, w io.Writer) error {
+	bin, err := staticBusybox(b.Path)
+	if err != nil {
+		return fmt.Errorf("%w (%s)", err, "install Debian's static busybox: apt-get install busybox-static")
+	}
+	return writeBusyboxRoot(w, bin)
+}
+
+// writeBusyboxRoot writes the busybox images' root filesystem around bin.
+func writeBusyboxRoot(w io.Writer, bin []byte) error {
 	t := newTarWriter(w)
 	for _, d := range []string{"bin", "etc", "dev", "proc", "sys", "root", "run", "run/toolgate",
 		"usr", "usr/bin", "usr/local", "usr/local/bin", "tools", "tools/bin", "var"} {
@@ -67,19 +101,18 @@ func (b Busybox) Write(_ context.Context, _ Env, w io.Writer) error {
 // staticBusybox reads busybox and refuses a dynamically linked one: the
 // image has no libc.
 func staticBusybox(path string) ([]byte, error) {
-	const hint = "install Debian's static busybox: apt-get install busybox-static"
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w (%s)", path, err, hint)
+		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	f, err := elf.NewFile(bytes.NewReader(b))
 	if err != nil {
-		return nil, fmt.Errorf("%s is not an ELF executable: %w (%s)", path, err, hint)
+		return nil, fmt.Errorf("%s is not an ELF executable: %w", path, err)
 	}
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			return nil, fmt.Errorf("%s is dynamically linked; the sandbox image has no libc (%s)", path, hint)
+			return nil, fmt.Errorf("%s is dynamically linked; the sandbox image has no libc", path)
 		}
 	}
 	return b, nil

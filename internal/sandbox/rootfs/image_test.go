@@ -170,7 +170,7 @@ func TestRebuildRemovesTheReplacedImage(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = m.Client().ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true})
 	})
-	p, _ := rootfs.Lookup("default")
+	p, _ := rootfs.Lookup("busybox-host") // offline: what is tested is the manager
 	id := func() string {
 		img, err := m.Client().ImageInspect(ctx, tag)
 		if err != nil {

@@ -1,6 +1,6 @@
 // Package rootfs builds the root filesystems of sandbox images, offline
-// from what the host already has or reaches (its busybox-static, Debian's
-// archive, the npm registry), one profile per kind of image. A profile is a
+// from what the host already has or reaches (its compiler and busybox-static,
+// Debian's archive, the npm registry), one profile per kind of image. A profile is a
 // file that registers itself; the backend imports the tar it writes.
 //
 // Whatever the profile, the image carries only what the agent's programs
