@@ -37,13 +37,3 @@ func benchAppend(b *testing.B, callers int) {
 
 func BenchmarkAppendSingle(b *testing.B)     { benchAppend(b, 1) }
 func BenchmarkAppendParallel64(b *testing.B) { benchAppend(b, 64) }
-
-func BenchmarkBound(b *testing.B) {
-	bd := NewBounder(1024)
-	bd.AddSecrets("hunter2-token", "ghp_abcdefghijklmnop")
-	raw := []byte(`{"command":"curl -H 'Authorization: hunter2-token' https://example.com/x","env":{"A":"1","B":"2"},"timeout":30}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		bd.Bound(raw)
-	}
-}

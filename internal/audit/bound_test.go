@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -83,7 +84,9 @@ func TestBoundConcurrent(t *testing.T) {
 }
 
 func FuzzBound(f *testing.F) {
-	for _, s := range []string{`{"a":"b"}`, `[1,2,[3,{"x":null}]]`, `"tok-SECRET-tok"`, "\"\xff\xfe\"", `{"SECRET":1e9}`, `12`} {
+	for _, s := range []string{`{"a":"b"}`, `[1,2,[3,{"x":null}]]`, `"tok-SECRET-tok"`, "\"\xff\xfe\"", `{"SECRET":1e9}`, `12`,
+		` { "a" : [ 1 , true , null, -0.5e3 ] , "a":{} } `, strings.Repeat("[", 17) + strings.Repeat("]", 17),
+		"[\"\u2028\"]", `1 2`, `{"a":"x"`, `"0123456789abcdefghij"`} {
 		f.Add([]byte(s), 8)
 	}
 	f.Fuzz(func(t *testing.T, in []byte, max int) {
@@ -96,5 +99,63 @@ func FuzzBound(f *testing.F) {
 		if strings.Contains(string(out), "SECRET") {
 			t.Fatalf("secret leaked: %s", out)
 		}
+		known := b.known.Load()
+		if fast, ok := b.small(in, known); ok {
+			if slow := b.decode(in, known); !bytes.Equal(fast, slow) {
+				t.Fatalf("small %q, decoded %q, for %q", fast, slow, in)
+			}
+		}
 	})
+}
+
+// The usual arguments take the short way; what it cannot vouch for does not.
+func TestBoundSmall(t *testing.T) {
+	b := NewBounder(64)
+	b.AddSecrets("hunter22")
+	for _, c := range []struct {
+		in, want string
+		small    bool
+	}{
+		{`{"argv": ["true"], "timeout": 30}`, `{"argv":["true"],"timeout":30}`, true},
+		{`{"a":{"b":[1,2.5e3,null,false]}}`, `{"a":{"b":[1,2.5e3,null,false]}}`, true},
+		{`{"pw":"hunter22"}`, `{"pw":"[REDACTED]"}`, false},
+		{`{"pw":"hunter\u0032\u0032"}`, `{"pw":"[REDACTED]"}`, false}, // an escape hides it from a substring search
+		{`"` + strings.Repeat("x", 70) + `"`, `"` + strings.Repeat("x", 64) + `…[cut 6 bytes]"`, false},
+		{strings.Repeat("[", 17) + strings.Repeat("]", 17), "", false},
+		{"\"\xff\"", `"` + "\ufffd" + `"`, false},
+		{`{"a":1} x`, `{"invalidJSONBytes":9}`, false},
+	} {
+		_, small := b.small([]byte(c.in), b.known.Load())
+		out := b.Bound(json.RawMessage(c.in))
+		if small != c.small || (c.want != "" && string(out) != c.want) {
+			t.Errorf("%s: small %v, %s; want %v, %s", c.in, small, out, c.small, c.want)
+		}
+	}
+}
+
+// BenchmarkBound bounds an exec call's arguments for its entry, the short
+// way beside the decoder's, and arguments holding a secret (the decoder's).
+//
+//	go test ./internal/audit -run '^$' -bench Bound -benchmem
+func BenchmarkBound(b *testing.B) {
+	bd := NewBounder(1024)
+	bd.AddSecrets("hunter2-token", "ghp_abcdefghijklmnop")
+	known := bd.known.Load()
+	usual := json.RawMessage(`{"argv":["sh","-c","go test ./... 2>&1 | tail -20"],"cwd":"/workspace/src","timeout":"2m"}`)
+	secret := json.RawMessage(`{"command":"curl -H 'Authorization: hunter2-token' https://example.com/x","env":{"A":"1","B":"2"},"timeout":30}`)
+	for _, c := range []struct {
+		name  string
+		bound func() json.RawMessage
+	}{
+		{"usual", func() json.RawMessage { return bd.Bound(usual) }},
+		{"usual-decoded", func() json.RawMessage { return bd.decode(usual, known) }},
+		{"secret", func() json.RawMessage { return bd.Bound(secret) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c.bound()
+			}
+		})
+	}
 }
