@@ -175,9 +175,11 @@ func BenchmarkGoalPluginCall(b *testing.B) {
 // CPU quota held it back per CPU-second it used (cgroup cpu.stat).
 //
 // With 64 calls at once the mean latency is 64 ÷ calls/s, and calls/s is
-// bounded by the sandbox's CPU share (~1.15 ms of its CPU per call, most
-// of it `true`'s start-up); what keeps p99 near the mean is the sandbox's
-// queue (sandbox.Queue: first come, first served, 8 at once per CPU).
+// bounded by the sandbox's CPU share (~0.45–0.6 ms of its CPU per call:
+// the executor's fork and request, `true`'s start-up; a glibc `true` took
+// 0.7 ms more on this VM, rootfs.busyboxSource); what keeps p99 near the
+// mean is the sandbox's queue (sandbox.Queue: first come, first served,
+// 8 at once per CPU).
 //
 //	go test ./internal/daemon -run '^$' -bench GoalExec64 -benchtime 2000x
 func BenchmarkGoalExec64(b *testing.B) {
