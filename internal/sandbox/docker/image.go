@@ -56,18 +56,38 @@ func (m *Manager) BuildImage(ctx context.Context, tag string, p rootfs.Profile, 
 	if !force && current == p.Version() {
 		return false, nil
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends a build the import no longer reads
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(p.Write(ctx, env, pw)) }()
+	wrote := make(chan error, 1)
+	go func() {
+		err := p.Write(ctx, env, pw)
+		wrote <- err // before the pipe fails the import: see failed
+		pw.CloseWithError(err)
+	}()
 	defer pr.Close() // ends the writer when the import stops early
+	// failed says why the import failed: the profile's own error when its
+	// build failed first (a missing tool, a refused download), not the
+	// Engine client's wrapping of it in the whole request URL.
+	failed := func(err error) error {
+		select {
+		case werr := <-wrote:
+			if werr != nil {
+				return fmt.Errorf("building image %s: %w", tag, werr)
+			}
+		default:
+		}
+		return fmt.Errorf("importing image %s: %w", tag, err)
+	}
 	resp, err := m.cli.ImageImport(ctx,
 		client.ImageImportSource{Source: pr, SourceName: "-"},
 		tag, client.ImageImportOptions{Changes: imageChanges(p), Message: "toolgate sandbox image, profile " + p.Name()})
 	if err != nil {
-		return false, fmt.Errorf("importing image %s: %w", tag, err)
+		return false, failed(err)
 	}
 	defer resp.Close()
 	if err := drainProgress(resp); err != nil {
-		return false, fmt.Errorf("importing image %s: %w", tag, err)
+		return false, failed(err)
 	}
 	if old != "" {
 		// The image the tag left, hundreds of MB for an agent profile. Not

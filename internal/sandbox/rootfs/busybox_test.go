@@ -198,6 +198,14 @@ func TestDownload(t *testing.T) {
 			}
 		})
 	}
+	t.Run("unreachable", func(t *testing.T) {
+		srv.Close()
+		_, err := download(context.Background(), Env{}, "pool/x", "good", want, t.TempDir())
+		url := srv.URL + "/debian/pool/x/good"
+		if err == nil || strings.Count(err.Error(), url) != 1 || !strings.Contains(err.Error(), "connection refused") {
+			t.Errorf("error %v: want the URL once and why", err)
+		}
+	})
 }
 
 // The musl build behaves as the applets an agent's commands rely on:

@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,6 +127,9 @@ func download(ctx context.Context, env Env, pool, name, want, dir string) (strin
 			return err
 		}
 		resp, err := http.DefaultClient.Do(req)
+		if ue := (*neturl.Error)(nil); errors.As(err, &ue) {
+			err = ue.Err // it repeats the URL
+		}
 		if err != nil {
 			return fmt.Errorf("downloading %s: %w", url, err)
 		}
