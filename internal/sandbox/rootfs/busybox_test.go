@@ -216,6 +216,10 @@ func TestMuslBusyboxApplets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The banner names the source it was built from (and no build hour).
+	if out, err := exec.Command(bb, "--help").Output(); err != nil || !strings.HasPrefix(string(out), "BusyBox v1.35.0 (Debian "+busyboxSource.Version+", musl) multi-call binary.\n") {
+		t.Errorf("busybox --help: %v %.80q", err, out)
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("served " + r.URL.Path)) }))
 	defer srv.Close()
 	dir := t.TempDir()

@@ -47,7 +47,7 @@ var busyboxSource = struct {
 	// Two options need glibc's GNU regex API, which musl does not have:
 	// grep and vi use POSIX regcomp instead (as Alpine's busybox does).
 	Overrides: "# CONFIG_EXTRA_COMPAT is not set\n# CONFIG_FEATURE_VI_REGEX_SEARCH is not set\n",
-	Rev:       1,
+	Rev:       2,
 	Tools:     []string{"musl-gcc", "make", "patch", "tar", "xz", "bzip2"},
 	Packages:  []string{"musl-tools", "make", "patch", "xz-utils", "bzip2"},
 	// linux-libc-dev's headers; musl-gcc leaves /usr/include out of the search.
@@ -165,6 +165,7 @@ func buildBusybox(ctx context.Context, dir, orig, deb string) error {
 	run := func(stdin io.Reader, name string, args ...string) error {
 		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Dir, cmd.Stdin = dir, stdin
+		cmd.Env = append(os.Environ(), "KCONFIG_NOTIMESTAMP=1")
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {
@@ -211,8 +212,10 @@ func buildBusybox(ctx context.Context, dir, orig, deb string) error {
 	if err != nil {
 		return err
 	}
+	// The banner names the source, as Debian's does, instead of the hour of
+	// the build: the same source and compiler give the same binary.
 	return run(nil, "make", "-j"+strconv.Itoa(runtime.NumCPU()), "CC=musl-gcc",
-		"EXTRA_CFLAGS=-isystem "+headers, "busybox")
+		"EXTRA_CFLAGS=-isystem "+headers, "BB_EXTRA_VERSION=Debian "+busyboxSource.Version+", musl", "busybox")
 }
 
 // kernelHeaders makes dir a header directory with only the kernel's
