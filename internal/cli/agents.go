@@ -13,7 +13,7 @@ func newAgentsCmd(g *Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "agents",
 		Short: "List agents with their sandbox state and call counts",
-		Args:  cobra.NoArgs,
+		Args:  NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.Dial()
 			if err != nil {

@@ -21,7 +21,7 @@ person answers (up to the agent's askTimeout, default 2m; no answer is a denial)
 This lists the waiting calls with the facts policy saw; answer with
 toolgate approvals approve ID or toolgate approvals deny ID --reason TEXT.
 Who answered, and when, is recorded in the call's audit entry.`,
-		Args: cobra.NoArgs,
+		Args: NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.Dial()
 			if err != nil {

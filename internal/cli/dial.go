@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -20,6 +21,20 @@ func callTool(cmd *cobra.Command, g *Globals, agent, tool string, args any) (*ga
 // UsageErr is a command-line mistake: msg and the command's usage line.
 func UsageErr(cmd *cobra.Command, msg string) error {
 	return fmt.Errorf("%s\nusage: %s", msg, cmd.UseLine())
+}
+
+// NoArgs is cobra.NoArgs that says what is wrong: cobra's says `unknown
+// command "demo" for "toolgate agents"`, as if the word were a misspelt
+// subcommand, which it is only where there are subcommands.
+func NoArgs(cmd *cobra.Command, args []string) error {
+	if cmd.HasSubCommands() {
+		return cobra.NoArgs(cmd, args)
+	}
+	if len(args) > 0 {
+		path := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+		return UsageErr(cmd, fmt.Sprintf("%s takes no arguments, got %q", path, args))
+	}
+	return nil
 }
 
 // output returns a field of a tool's JSON result.

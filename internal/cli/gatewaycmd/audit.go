@@ -55,7 +55,7 @@ func newAuditTailCmd(g *cli.Globals) *cobra.Command {
 		Use:     "tail",
 		Short:   "Print the last entries, optionally following new ones",
 		Example: "  toolgate audit tail -f --agent demo --decision deny",
-		Args:    cobra.NoArgs,
+		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if n < 0 {
 				return cli.UsageErr(cmd, fmt.Sprintf("-n/--lines %d: give how many past entries to print, 0 or more", n))
@@ -90,7 +90,7 @@ func newAuditVerifyCmd(g *cli.Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "verify",
 		Short: "Check the hash chain across all audit files; name the first bad line",
-		Args:  cobra.NoArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := auditDir(g)
 			if err != nil {

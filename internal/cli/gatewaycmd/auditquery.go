@@ -57,7 +57,7 @@ arrival order).`,
 		Example: `  toolgate audit query --agent demo --decision deny --since 2h --tool exec
   toolgate audit query --session S --format json | jq .
   toolgate audit query --text "rm -rf" --newest --limit 20`,
-		Args: cobra.NoArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "text" && format != "json" {
 				return fmt.Errorf("--format is text or json, not %q", format)
@@ -172,7 +172,7 @@ func newAuditReindexCmd(g *cli.Globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "reindex",
 		Short: "Rebuild the audit index from the log files",
-		Args:  cobra.NoArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, err := auditDir(g)
 			if err != nil {

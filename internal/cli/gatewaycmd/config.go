@@ -14,7 +14,7 @@ func newConfigCmd(g *cli.Globals) *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use:   "check",
 		Short: "Validate the config file: every problem with its line, rules compiled",
-		Args:  cobra.NoArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := config.Load(g.Home, g.Config)
 			if err != nil {

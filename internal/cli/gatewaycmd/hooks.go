@@ -26,7 +26,7 @@ and its PostToolUse/PostToolUseFailure tap, merged into --merge without clobberi
 other hooks or settings. The file given to --merge is only read.`,
 		Example: `  toolgate hooks settings --agent demo > settings.json
   toolgate hooks settings --agent demo --merge .claude/settings.json > merged.json`,
-		Args: cobra.NoArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if agent == "" {
 				return cli.UsageErr(cmd, "--agent is required")
@@ -75,7 +75,7 @@ Claude Code runs outside one (a custom image, a VM). Only --managed is offered:
 every other settings file is the agent's to write.`,
 		Example: `  sudo toolgate hooks install --managed
   toolgate hooks install --managed --file ./image/etc/claude-code/managed-settings.json`,
-		Args: cobra.NoArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !managed {
 				return cli.UsageErr(cmd, "--managed is required: only managed settings keep the gate out of the agent's reach")

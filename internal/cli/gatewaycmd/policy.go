@@ -25,16 +25,34 @@ func newPolicyCmd(g *cli.Globals) *cobra.Command {
 	var agent, tool, args, kind string
 	var live bool
 	eval := &cobra.Command{
-		Use:   "eval --agent NAME --tool TOOL [--args JSON]",
+		Use:   "eval AGENT TOOL [JSON | --args JSON]",
 		Short: "Explain the decision a call would get: the deciding rule, why, and every rule's result",
 		Long: `Decide a call without running or recording it. By default the config file is read
-directly (so a change can be tested before it is loaded); --live asks the running daemon.`,
-		Example: `  toolgate policy eval --agent demo --tool exec --args '{"command":"rm -rf /"}'
+directly (so a change can be tested before it is loaded); --live asks the running daemon.
+The agent, tool and arguments are words in that order, or the flags --agent, --tool, --args.`,
+		Example: `  toolgate policy eval demo exec '{"argv":["rm","-rf","/"]}'
+  toolgate policy eval --agent demo --tool exec --args '{"command":"rm -rf /"}'
   toolgate policy eval --agent demo --kind hook --tool Bash --args '{"command":"rm -rf /"}'
   toolgate policy eval --agent demo --kind egress --args '{"target":"pypi.org:443"}'
   toolgate policy eval --agent demo --kind model --tool scripted --args '{"endpoint":"messages","model":"scripted"}'`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args: cobra.MaximumNArgs(3),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			// The words are what the flags say, in their order, as `call` takes them.
+			for i, p := range []struct {
+				flag string
+				v    *string
+			}{{"agent", &agent}, {"tool", &tool}, {"args", &args}} {
+				if i >= len(argv) {
+					break
+				}
+				if cmd.Flags().Changed(p.flag) {
+					return cli.UsageErr(cmd, fmt.Sprintf("give the %s once: as a word or with --%s", p.flag, p.flag))
+				}
+				*p.v = argv[i]
+			}
+			if agent == "" {
+				return cli.UsageErr(cmd, "which agent? give it as the first word or with --agent")
+			}
 			call, err := evalCall(agent, gateway.Kind(kind), tool, json.RawMessage(args))
 			if err != nil {
 				return err
@@ -63,7 +81,7 @@ directly (so a change can be tested before it is loaded); --live asks the runnin
 				}
 				x = built.Explain(call)
 			}
-			fmt.Print(x.String())
+			fmt.Fprint(cmd.OutOrStdout(), x.String())
 			return nil
 		},
 	}
@@ -72,7 +90,6 @@ directly (so a change can be tested before it is loaded); --live asks the runnin
 	eval.Flags().StringVar(&kind, "kind", "", "call kind: core_tool or tool (from --tool when omitted), hook (args are Claude Code's tool_input), egress (args {\"target\":\"host:port\"}), model (--tool PROVIDER, args {\"endpoint\":\"messages\",\"model\":…,\"max_tokens\":…})")
 	eval.Flags().StringVar(&args, "args", "{}", "the call's arguments as a JSON object")
 	eval.Flags().BoolVar(&live, "live", false, "ask the running daemon instead of reading the config file")
-	_ = eval.MarkFlagRequired("agent")
 	cmd.AddCommand(eval, newPolicyTestCmd(g), newPolicyReplayCmd(g))
 	return cmd
 }
@@ -108,7 +125,7 @@ examples.not_match (calls it must not) in the config file. serve and config
 check refuse a config whose examples fail; this command lists them all.`,
 		Example: `  toolgate policy test
   toolgate policy test --json | jq '.[] | select(.pass | not)'`,
-		Args: cobra.NoArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Load(g.Home, g.Config)
 			if err != nil {
@@ -184,7 +201,7 @@ a call whose arguments were cut when recorded is marked approximate (~).`,
 		Example: `  cp ~/.toolgate/config.yaml new.yaml && $EDITOR new.yaml
   toolgate policy replay --config new.yaml --since 7d
   toolgate policy replay --config new.yaml --agent demo --json | jq '.changes[]'`,
-		Args: cobra.NoArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Load(g.Home, g.Config)
 			if err != nil {

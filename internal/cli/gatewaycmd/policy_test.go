@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,5 +61,52 @@ func TestPolicyTest(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 3 || rows[1].Pass || rows[1].Field != "agents.demo.rules[0].examples.match[1]" {
 		t.Errorf("json output %v:\n%s", err, out)
+	}
+}
+
+// policy eval takes the agent, tool and arguments as words, as `call`
+// does, or as flags; one given both ways, or no agent, is a usage mistake.
+func TestPolicyEvalWords(t *testing.T) {
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(config.DefaultYAML(home)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rmrf := `{"argv":["rm","-rf","/"]}`
+	for _, c := range []struct {
+		args []string
+		want string // in the output, or the error
+	}{
+		{[]string{"demo", "exec", rmrf}, "decision: deny by no-recursive-delete"},
+		{[]string{"demo", "exec", "--args", rmrf}, "decision: deny by no-recursive-delete"},
+		{[]string{"--agent", "demo", "--tool", "exec", "--args", rmrf}, "decision: deny by no-recursive-delete"},
+		{[]string{"demo", "exec", `{"argv":["ls"]}`}, "decision: allow by default"},
+		{[]string{"demo", "exec", `{"argv":`}, "decision: deny by args.invalid"},
+		{[]string{"demo", "--agent", "demo", "--tool", "exec"}, "give the agent once: as a word or with --agent"},
+		{[]string{"demo", "exec", "{}", "--args", "{}"}, "give the args once: as a word or with --args"},
+		{[]string{"--tool", "exec"}, "which agent? give it as the first word or with --agent"},
+		{[]string{"demo", "exec", "{}", "extra"}, "accepts at most 3 arg(s), received 4"},
+	} {
+		var out bytes.Buffer
+		root := NewRootCmd()
+		root.SetOut(&out)
+		root.SetArgs(append([]string{"--home", home, "policy", "eval"}, c.args...))
+		err := root.Execute()
+		if got := out.String() + fmt.Sprint(err); !strings.Contains(got, c.want) {
+			t.Errorf("policy eval %q: %q, want %q", c.args, got, c.want)
+		}
+	}
+}
+
+// A word given to a command that takes none says so, not that it is an
+// unknown subcommand.
+func TestNoArgsSaysWhat(t *testing.T) {
+	t.Setenv("TOOLGATE_HOME", t.TempDir())
+	for _, path := range [][]string{{"agents"}, {"audit", "tail"}, {"audit", "verify"}, {"policy", "test"}, {"serve"}, {"config", "check"}, {"token", "list"}} {
+		var stderr bytes.Buffer
+		code := Main(append(path, "stray"), &stderr)
+		want := strings.Join(path, " ") + ` takes no arguments, got ["stray"]` + "\nusage: toolgate " + strings.Join(path, " ")
+		if code != cli.ExitError || !strings.Contains(stderr.String(), want) {
+			t.Errorf("%v: exit %d, stderr %q", path, code, stderr.String())
+		}
 	}
 }

@@ -21,7 +21,7 @@ shows each starting, then running, or failed with why) and a call to one still
 starting waits for it.
 SIGHUP reloads the config; SIGTERM/SIGINT drain calls in flight and stop.
 Sandboxes keep running after it stops and are re-attached by the next serve.`,
-		Args: cobra.NoArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			level := slog.LevelInfo
 			if debug {

@@ -29,7 +29,7 @@ A running daemon sees changes at its next request.`}
 		Use:     "create --scope SCOPE [--agent NAME] [--ttl 24h]",
 		Short:   "Create a token and print its secret (shown only this once)",
 		Example: "  toolgate token create --agent demo --scope mcp\n  toolgate token create --scope skills --ttl 24h\n  toolgate token create --scope viewer --ttl 8h",
-		Args:    cobra.NoArgs,
+		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := store()
 			if err != nil {
@@ -63,7 +63,7 @@ A running daemon sees changes at its next request.`}
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List tokens (never their secrets)",
-		Args:  cobra.NoArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := store()
 			if err != nil {

@@ -29,7 +29,7 @@ definition changes upstream is withheld until it is approved again.`}
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "Connect to each upstream MCP server and show its tools: pinned, changed, new or gone",
-		Args:  cobra.NoArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Load(g.Home, g.ConfigPath())
 			if err != nil {

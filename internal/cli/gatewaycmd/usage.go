@@ -19,7 +19,7 @@ func newUsageCmd(g *cli.Globals) *cobra.Command {
 		Use:     "usage",
 		Short:   "Model calls, tokens in/out and cost by model, from the audit log",
 		Example: "  toolgate usage --agent demo --since 24h",
-		Args:    cobra.NoArgs,
+		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := auditDir(g)
 			if err != nil {
