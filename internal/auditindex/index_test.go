@@ -104,10 +104,20 @@ func TestFeedAndQuery(t *testing.T) {
 			t.Errorf("paging newest=%v: %d entries", newest, len(seen))
 		}
 	}
-	for _, q := range []Query{{Limit: -1}, {Limit: MaxLimit + 1}, {After: -5}, {Since: time.Now(), Until: time.Now().Add(-time.Hour)}} {
+	for _, q := range []Query{{Limit: -1}, {Limit: MaxLimit + 1}, {After: -5}, {Since: time.Now(), Until: time.Now().Add(-time.Hour)},
+		{Decision: "denied"}, {Type: "exec"}, {Phase: "results"}} {
 		if _, err := x.Find(q); !errors.Is(err, ErrBadQuery) {
 			t.Errorf("%+v: %v, want a bad query", q, err)
 		}
+	}
+	// Every value an entry can carry is a good one.
+	for _, q := range []Query{{Decision: "deny"}, {Decision: "observed"}, {Type: "core_tool"}, {Type: "observed"}, {Phase: "ask"}} {
+		if _, err := x.Find(q); err != nil {
+			t.Errorf("%+v: %v", q, err)
+		}
+	}
+	if _, err := x.Find(Query{Decision: "maybe"}); err == nil || !strings.Contains(err.Error(), `bad query: no entry has decision "maybe" (there are: allow, deny, ask, reported, observed)`) {
+		t.Errorf("a misspelt decision: %v", err)
 	}
 	if n, _ := x.Count(); n != 320 {
 		t.Errorf("entries table still has %d rows after SQL-looking text", n)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,8 +56,30 @@ func (q *Query) Check() error {
 	if !q.Since.IsZero() && !q.Until.IsZero() && q.Until.Before(q.Since) {
 		return fmt.Errorf("%w: until is before since", ErrBadQuery)
 	}
+	// A misspelt value would match nothing, which reads as "there were
+	// none": a query for denials must not come back empty for a typo.
+	for _, f := range []struct {
+		name, v string
+		known   []string
+	}{
+		{"type", q.Type, kindNames},
+		{"decision", q.Decision, gateway.Verdicts},
+		{"phase", q.Phase, gateway.Phases},
+	} {
+		if f.v != "" && !slices.Contains(f.known, f.v) {
+			return fmt.Errorf("%w: no entry has %s %q (there are: %s)", ErrBadQuery, f.name, f.v, strings.Join(f.known, ", "))
+		}
+	}
 	return nil
 }
+
+var kindNames = func() []string {
+	var names []string
+	for _, k := range gateway.Kinds {
+		names = append(names, string(k))
+	}
+	return names
+}()
 
 // Find runs q, oldest first (or newest first with q.Newest).
 func (x *Index) Find(q Query) ([]Hit, error) {

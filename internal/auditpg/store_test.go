@@ -176,7 +176,7 @@ func TestTwoGatewaysOneDatabase(t *testing.T) {
 		t.Fatalf("newest: %+v %v", newest, err)
 	}
 	for _, q := range []auditindex.Query{{Limit: -1}, {Limit: auditindex.MaxLimit + 1}, {After: -5},
-		{Since: time.Now(), Until: time.Now().Add(-time.Hour)}} {
+		{Since: time.Now(), Until: time.Now().Add(-time.Hour)}, {Decision: "denied"}, {Type: "exec"}} {
 		if _, err := s.Find(ctx, q); !errors.Is(err, auditindex.ErrBadQuery) {
 			t.Errorf("%+v: %v, want a bad-query error", q, err)
 		}

@@ -24,6 +24,9 @@ const (
 	KindObserved Kind = "observed"  // what a transcript claims; never a decision
 )
 
+// Kinds is every Kind, for checking a name given by a person.
+var Kinds = []Kind{KindCore, KindTool, KindHook, KindEgress, KindModel, KindAdmin, KindObserved}
+
 // ViaAdmin is the entry point of the operator's own calls (the admin API,
 // behind an admin token): the only one trusted to ask for host secrets in
 // a sandbox's environment.
@@ -87,15 +90,31 @@ type Shadow struct {
 	Matched []string `json:"matched"` // every shadow rule that matched
 }
 
+// The decisions an audit entry can carry: Verdict's, and those of the
+// entries that record what happened rather than decide (Observation).
+const (
+	VerdictAllow    = "allow"
+	VerdictDeny     = "deny"
+	VerdictAsk      = "ask"
+	VerdictReported = "reported" // Claude Code's tap: a tool ran
+	VerdictObserved = "observed" // a transcript's claim
+)
+
+// Verdicts is every decision an entry can carry.
+var Verdicts = []string{VerdictAllow, VerdictDeny, VerdictAsk, VerdictReported, VerdictObserved}
+
+// Phases is every phase an entry can be in.
+var Phases = []string{PhaseDecision, PhaseResult, PhaseAsk}
+
 // Verdict renders the decision as it appears in the audit log.
 func (d Decision) Verdict() string {
 	switch {
 	case d.Ask:
-		return "ask"
+		return VerdictAsk
 	case d.Allow:
-		return "allow"
+		return VerdictAllow
 	}
-	return "deny"
+	return VerdictDeny
 }
 
 // NewID returns a time-ordered, random call id: sortable by creation, unguessable.

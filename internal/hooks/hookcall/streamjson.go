@@ -27,7 +27,7 @@ const (
 // neither "allow" nor "deny" on purpose: an observation is what a transcript
 // claims, not something toolgate decided, so anything counting decisions
 // (allow/deny) never counts it. The claim itself is in Detail["claimed"].
-const DecisionObserved = "observed"
+const DecisionObserved = gateway.VerdictObserved
 
 // MaxStreamLine bounds one stream-json line; a longer one is an error.
 const MaxStreamLine = 64 << 20

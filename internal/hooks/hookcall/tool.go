@@ -15,7 +15,7 @@ import (
 // reporting that a tool ran (or failed). Like DecisionObserved it is neither
 // "allow" nor "deny": the gate's entry holds the decision, the tap's what
 // happened after it.
-const DecisionReported = "reported"
+const DecisionReported = gateway.VerdictReported
 
 // Tool returns the one tool that serves every hook call; the daemon installs
 // it as gateway.Snapshot.ByKind[gateway.KindHook]. ToCall has already filled
