@@ -2,15 +2,21 @@ package gatewaycmd
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/cli"
+	"github.com/toolgate/toolgate/internal/config"
 )
 
 func newTokenCmd(g *cli.Globals) *cobra.Command {
@@ -31,6 +37,9 @@ A running daemon sees changes at its next request.`}
 		Example: "  toolgate token create --agent demo --scope mcp\n  toolgate token create --scope skills --ttl 24h\n  toolgate token create --scope viewer --ttl 8h",
 		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := agentConfigured(g, agent); err != nil {
+				return err
+			}
 			s, err := store()
 			if err != nil {
 				return err
@@ -74,7 +83,7 @@ A running daemon sees changes at its next request.`}
 				return err
 			}
 			now := time.Now()
-			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSCOPE\tAGENT\tCREATED\tEXPIRES\tLAST USED")
 			for _, t := range toks {
 				exp, used := "never", "never"
@@ -127,4 +136,28 @@ func agentNote(agent string) string {
 		return ""
 	}
 	return ", agent " + agent
+}
+
+// agentConfigured refuses a token for an agent the config does not define:
+// a misspelt name would make a token that reaches nothing. Without a config
+// file (a home that only holds tokens) there is nothing to check against.
+func agentConfigured(g *cli.Globals, agent string) error {
+	if agent == "" {
+		return nil
+	}
+	cfg, err := config.Load(g.Home, g.Config)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, ok := cfg.Agents[agent]; !ok {
+		path := g.Config
+		if path == "" {
+			path = filepath.Join(g.Home, "config.yaml")
+		}
+		return fmt.Errorf("no agent %q in %s (there are: %s)", agent, path, strings.Join(slices.Sorted(maps.Keys(cfg.Agents)), ", "))
+	}
+	return nil
 }
