@@ -116,11 +116,7 @@ func needTools() error {
 func download(ctx context.Context, env Env, pool, name, want, dir string) (string, error) {
 	path := filepath.Join(dir, name)
 	return path, cached(env, path, func(tmp string) error {
-		mirror := DefaultMirror
-		if m := os.Getenv("TOOLGATE_DEBIAN_MIRROR"); m != "" {
-			mirror = m
-		}
-		url := strings.TrimSuffix(mirror, "/") + "/" + pool + "/" + name
+		url := strings.TrimSuffix(mirror(), "/") + "/" + pool + "/" + name
 		env.logf("downloading %s", url)
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {

@@ -20,6 +20,14 @@ import (
 // $TOOLGATE_DEBIAN_MIRROR names another.
 const DefaultMirror = "http://deb.debian.org/debian"
 
+// mirror is the Debian archive to fetch from.
+func mirror() string {
+	if m := os.Getenv("TOOLGATE_DEBIAN_MIRROR"); m != "" {
+		return m
+	}
+	return DefaultMirror
+}
+
 // debianBase is a minimal Debian system made by mmdebstrap, cached as a
 // tar keyed by suite and package list.
 type debianBase struct {
@@ -41,10 +49,7 @@ func (d debianBase) tarball(ctx context.Context, env Env) (string, error) {
 		if _, err := exec.LookPath("mmdebstrap"); err != nil {
 			return errors.New("mmdebstrap is not installed; it builds the Debian base offline from the archive: apt-get install mmdebstrap")
 		}
-		mirror := DefaultMirror
-		if m := os.Getenv("TOOLGATE_DEBIAN_MIRROR"); m != "" {
-			mirror = m
-		}
+		mirror := mirror()
 		env.logf("building a Debian %s base with mmdebstrap from %s (about a minute; cached in %s)", d.Suite, mirror, filepath.Dir(path))
 		args := []string{"--variant=minbase", "--include=" + strings.Join(d.Packages, ","),
 			// Documentation and translations have no use in a sandbox.
