@@ -90,8 +90,12 @@ func (b *MCPBridge) relay(ctx context.Context, msg []byte) {
 	var head struct {
 		ID json.RawMessage `json:"id"`
 	}
+	if !json.Valid(msg) {
+		b.reply(nil, -32700, "parse error: the line is not JSON")
+		return
+	}
 	if err := json.Unmarshal(msg, &head); err != nil {
-		b.fail(nil, fmt.Sprintf("not a JSON-RPC message: %v", err))
+		b.reply(nil, -32600, "invalid request: not a JSON-RPC message object")
 		return
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url, bytes.NewReader(msg))
@@ -196,8 +200,18 @@ func (b *MCPBridge) fail(id json.RawMessage, msg string) {
 	if len(id) == 0 || string(id) == "null" {
 		return
 	}
+	b.reply(id, -32000, msg)
+}
+
+// reply writes a JSON-RPC error for id; nil is JSON-RPC's null id, the
+// answer to a line whose id could not be read (a client logs it instead
+// of the line vanishing).
+func (b *MCPBridge) reply(id json.RawMessage, code int, msg string) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
 	e, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
-		"error": map[string]any{"code": -32000, "message": "toolgate MCP door: " + msg}})
+		"error": map[string]any{"code": code, "message": "toolgate MCP door: " + msg}})
 	b.write(e)
 }
 

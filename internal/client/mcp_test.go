@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -80,7 +81,12 @@ func TestMCPBridge(t *testing.T) {
 		t.Fatalf("initialize: %v", m)
 	}
 	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	send(`not json`)
+	for line, code := range map[string]float64{`not json`: -32700, `[1,2]`: -32600, `"a string"`: -32600} {
+		send(line)
+		if m := recv(); !strings.Contains(mustJSON(m), `"id":null`) || !strings.Contains(mustJSON(m), fmt.Sprintf(`"code":%v`, code)) {
+			t.Fatalf("%s: %v, want error %v with a null id", line, m, code)
+		}
+	}
 	send(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	m := recv()
 	if m["id"] != float64(2) || !strings.Contains(mustJSON(m), `"name":"echo"`) {
