@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -97,7 +98,9 @@ func (s *Sandbox) execEngine(ctx context.Context, spec *gateway.ExecSpec, callID
 		AttachStdout: true,
 		AttachStderr: true,
 	}
-	stdout, stderr := orDiscard(spec.Stdout), orDiscard(spec.Stderr)
+	// As on the executor path: the caller's writer failing is its own
+	// error, not the output breaking off, and asks no stopping check.
+	stdout, stderr := &hostexec.FailedWriter{W: orDiscard(spec.Stdout)}, &hostexec.FailedWriter{W: orDiscard(spec.Stderr)}
 	start := time.Now()
 
 	execID, att, err := s.start(ctx, opts)
@@ -125,6 +128,10 @@ func (s *Sandbox) execEngine(ctx context.Context, spec *gateway.ExecSpec, callID
 
 	select {
 	case copyErr := <-copied:
+		if werr := cmp.Or(stdout.Err, stderr.Err); werr != nil {
+			s.killCall(ctx, callID) // nobody reads its output: it must not go on unwatched
+			return nil, werr
+		}
 		out, err := s.finish(ctx, execID, copyErr, spec.Timeout, time.Since(start))
 		if err != nil && !errors.Is(err, errStopped) {
 			// The output broke off (a failed writer, a lost stream)

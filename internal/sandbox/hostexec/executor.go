@@ -203,7 +203,7 @@ func Run(ctx context.Context, dir string, uid int, req *proto.ExecRequest, stdin
 	// client gone) ends the call, but the sandbox is not lost: that error
 	// is returned as it is, not as ErrLost, whose callers go on to ask
 	// whether the container stopped (half a second's wait).
-	so, se := &failedWriter{w: stdout}, &failedWriter{w: stderr}
+	so, se := &FailedWriter{W: stdout}, &FailedWriter{W: stderr}
 	if err == nil {
 		ec.lim.left = -1
 		// No Close: it would read on to the body's end, which the
@@ -219,8 +219,8 @@ func Run(ctx context.Context, dir string, uid int, req *proto.ExecRequest, stdin
 	switch {
 	case err == nil:
 		return out, nil
-	case so.err != nil || se.err != nil:
-		return nil, cmp.Or(so.err, se.err)
+	case so.Err != nil || se.Err != nil:
+		return nil, cmp.Or(so.Err, se.Err)
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	case callCtx.Err() != nil:
@@ -229,16 +229,24 @@ func Run(ctx context.Context, dir string, uid int, req *proto.ExecRequest, stdin
 	return nil, fmt.Errorf("%w: %v", ErrLost, err)
 }
 
-// failedWriter passes writes on and keeps the first error its writer gave.
-type failedWriter struct {
-	w   io.Writer
-	err error
+// FailedWriter passes writes on to W and keeps the first error W gave:
+// how an exec tells its caller's writer failing (the caller's error, the
+// sandbox fine) from its output breaking off (the sandbox perhaps gone).
+type FailedWriter struct {
+	W   io.Writer
+	Err error
+	// OnFail, when set, is called at the first error: for a stream that
+	// would otherwise go on until the command ends (pods/exec).
+	OnFail func()
 }
 
-func (f *failedWriter) Write(p []byte) (int, error) {
-	n, err := f.w.Write(p)
-	if err != nil && f.err == nil {
-		f.err = err
+func (f *FailedWriter) Write(p []byte) (int, error) {
+	n, err := f.W.Write(p)
+	if err != nil && f.Err == nil {
+		f.Err = err
+		if f.OnFail != nil {
+			f.OnFail()
+		}
 	}
 	return n, err
 }

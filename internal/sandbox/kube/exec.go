@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,7 +93,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec *gateway.ExecSpec) (*gateway.Ex
 // ExecThroughAPI is Exec through pods/exec only, skipping the executor:
 // the fallback path, and the baseline the executor is measured against.
 func (s *Sandbox) ExecThroughAPI(ctx context.Context, spec *gateway.ExecSpec) (*gateway.ExecOutcome, error) {
-	callID := cmpOr(spec.CallID, gateway.NewID())
+	callID := cmp.Or(spec.CallID, gateway.NewID())
 	_, _, box := s.current()
 	env := append(slices.Clip(spec.Env), box.CallEnv(callID, spec.Session)...)
 	return s.execPod(ctx, sandbox.RunArgv(callID, spec.Timeout, spec.Cwd, env, spec.Argv), callID, spec.Stdin, orDiscard(spec.Stdout), orDiscard(spec.Stderr), spec.Timeout)
@@ -200,7 +201,19 @@ func (s *Sandbox) execPod(ctx context.Context, argv []string, callID string, std
 		callCtx, cancel = context.WithTimeout(ctx, timeout+hostexec.KillGrace)
 		defer cancel()
 	}
-	code, err := s.stream(callCtx, argv, stdin, stdout, stderr)
+	// The caller's writer failing is its own error (the pod is fine: no
+	// asking the API server whether it went), and the call is ended, as
+	// nobody reads it any more. client-go only logs a failed writer and
+	// streams on until the command ends: the stream is cancelled instead.
+	streamCtx, stopStream := context.WithCancel(callCtx)
+	defer stopStream()
+	so := &hostexec.FailedWriter{W: stdout, OnFail: stopStream}
+	se := &hostexec.FailedWriter{W: stderr, OnFail: stopStream}
+	code, err := s.stream(streamCtx, argv, stdin, so, se)
+	if werr := cmp.Or(so.Err, se.Err); werr != nil {
+		s.killCall(ctx, callID)
+		return nil, werr
+	}
 	if err == nil && code >= 128 {
 		// Killed by a signal: perhaps with its pod.
 		if gerr := s.gone(ctx); gerr != nil {

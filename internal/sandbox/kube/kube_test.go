@@ -2,8 +2,10 @@ package kube
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +53,7 @@ func waitExecutor(t testing.TB, sb *Sandbox) {
 // viaExecutorOnly is Exec on the warm executor alone: it fails rather than
 // fall back, so a pass shows the executor ran the call.
 func (s *Sandbox) viaExecutorOnly(ctx context.Context, spec *gateway.ExecSpec) (*gateway.ExecOutcome, error) {
-	req := &proto.ExecRequest{Argv: spec.Argv, Cwd: spec.Cwd, Env: spec.Env, CallID: cmpOr(spec.CallID, gateway.NewID())}
+	req := &proto.ExecRequest{Argv: spec.Argv, Cwd: spec.Cwd, Env: spec.Env, CallID: cmp.Or(spec.CallID, gateway.NewID())}
 	return s.viaExecutor(ctx, req, spec.Stdin, orDiscard(spec.Stdout), orDiscard(spec.Stderr), spec.Timeout)
 }
 
@@ -117,6 +119,34 @@ func TestPodLifecycle(t *testing.T) {
 			}
 		})
 	}
+
+	// A caller's writer that fails ends the call with that writer's own
+	// error, and its process tree with it, on both paths.
+	t.Run("broken output writer", func(t *testing.T) {
+		for _, p := range paths {
+			waitExecutor(t, sb)
+			// A guard, not a timing: a call that streams on until its
+			// command ends runs into it and fails with its error.
+			guard, cancel := context.WithTimeout(ctx, 50*time.Second)
+			_, err := p.exec(guard, &gateway.ExecSpec{Argv: []string{"sh", "-c", "echo hi; sleep 100 & sleep 100"},
+				CallID: "broken-" + strings.ReplaceAll(p.name, "/", "-"), Stdout: failingWriter{}, Stderr: io.Discard})
+			cancel()
+			if err != errSinkBroken {
+				t.Fatalf("%s: %v, want the writer's error as it is", p.name, err)
+			}
+			var left string
+			for range 50 {
+				r := run(ctx, sb.Exec, gateway.ExecSpec{Argv: []string{"ps", "-o", "args"}})
+				if left = r.stdout; !strings.Contains(left, "sleep 100") {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if strings.Contains(left, "sleep 100") {
+				t.Fatalf("%s: the call's processes outlived it:\n%s", p.name, left)
+			}
+		}
+	})
 
 	t.Run("files", func(t *testing.T) {
 		if err := sb.WriteFile(ctx, "/workspace/d/f.txt", []byte("hello\n")); err != nil {
@@ -230,3 +260,9 @@ func TestRestrictedEnforced(t *testing.T) {
 		t.Fatal("a root sandbox user was accepted")
 	}
 }
+
+var errSinkBroken = errors.New("sink broken")
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errSinkBroken }

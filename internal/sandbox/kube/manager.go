@@ -9,6 +9,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -114,7 +115,7 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	if opts.Namespace == "" || opts.Node == "" {
 		return nil, errors.New("kube: namespace and node are required")
 	}
-	size, err := resource.ParseQuantity(cmpOr(opts.WorkspaceSize, DefaultWorkspaceSize))
+	size, err := resource.ParseQuantity(cmp.Or(opts.WorkspaceSize, DefaultWorkspaceSize))
 	if err != nil {
 		return nil, fmt.Errorf("kube: workspace size: %w", err)
 	}
@@ -127,8 +128,8 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	}
 	m := &Manager{
 		cs: cs, cfg: opts.Config, ns: opts.Namespace, instance: opts.Instance, node: opts.Node,
-		kubeletDir: cmpOr(opts.KubeletDir, DefaultKubeletDir), links: cmpOr(opts.SocketLinks, DefaultSocketLinks), class: opts.StorageClass, size: size,
-		pull: cmpOr(opts.PullPolicy, corev1.PullIfNotPresent), startWait: opts.StartTimeout, onPod: opts.OnPod, log: opts.Logger,
+		kubeletDir: cmp.Or(opts.KubeletDir, DefaultKubeletDir), links: cmp.Or(opts.SocketLinks, DefaultSocketLinks), class: opts.StorageClass, size: size,
+		pull: cmp.Or(opts.PullPolicy, corev1.PullIfNotPresent), startWait: opts.StartTimeout, onPod: opts.OnPod, log: opts.Logger,
 	}
 	m.agents = sandbox.NewRegistry(func(agent string) *Sandbox {
 		b := &Sandbox{m: m, agent: agent}
@@ -142,14 +143,6 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 		m.log = slog.Default()
 	}
 	return m, nil
-}
-
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Client is the API client, for diagnostics and tests.
