@@ -34,7 +34,7 @@ var busyboxSource = struct {
 	OrigSHA, DebSHA  string
 	Pool             string // the package's directory under the mirror
 	Overrides        string // config lines ahead of Debian's: the first assignment wins
-	Rev              int    // bumped when the build itself changes
+	Rev              int    // bumped when the build or the image's tree (busybox.go) changes
 	Tools, Packages  []string
 	KernelHeaderDirs []string // under /usr/include: what busybox includes beyond libc
 }{
