@@ -77,7 +77,7 @@ func newAnswerCmd(g *Globals, approve bool) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Args:  Words(1, 1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if standFor > 0 {
 				a.For = standFor.String()

@@ -14,7 +14,7 @@ func newCallCmd(g *Globals) *cobra.Command {
 		Short: "Call any tool with JSON arguments and print the JSON result",
 		Example: `  toolgate call demo read '{"path":"notes/a.txt","limit":10}'
   toolgate call demo read --args '{"path":"notes/a.txt"}'`,
-		Args: cobra.RangeArgs(2, 3),
+		Args: Words(2, 3, "AGENT TOOL [JSON]"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if len(argv) == 3 {
 				if cmd.Flags().Changed("args") {

@@ -31,10 +31,31 @@ func NoArgs(cmd *cobra.Command, args []string) error {
 		return cobra.NoArgs(cmd, args)
 	}
 	if len(args) > 0 {
-		path := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
-		return UsageErr(cmd, fmt.Sprintf("%s takes no arguments, got %q", path, args))
+		return wordsErr(cmd, "no arguments", args)
 	}
 	return nil
+}
+
+// Words takes between min and max words (max < 0: no limit), named by
+// what ("AGENT PATH"); outside that it says which words the command takes
+// and which it got, where cobra's `accepts 2 arg(s), received 1` says
+// neither.
+func Words(min, max int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < min || (max >= 0 && len(args) > max) {
+			return wordsErr(cmd, what, args)
+		}
+		return nil
+	}
+}
+
+func wordsErr(cmd *cobra.Command, what string, args []string) error {
+	got := "none"
+	if len(args) > 0 {
+		got = fmt.Sprintf("%q", args)
+	}
+	path := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+	return UsageErr(cmd, fmt.Sprintf("%s takes %s, got %s", path, what, got))
 }
 
 // output returns a field of a tool's JSON result.

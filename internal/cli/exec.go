@@ -22,7 +22,7 @@ func newExecCmd(g *Globals) *cobra.Command {
 		Short: "Run a command in an agent's sandbox through the gateway",
 		Example: `  toolgate exec demo -- sh -c 'echo hi; exit 3'
   toolgate exec demo -c 'ls -la' --cwd notes`,
-		Args: cobra.MinimumNArgs(1),
+		Args: Words(1, -1, "AGENT -- ARGV..."),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			call := map[string]any{}
 			if shell != "" {

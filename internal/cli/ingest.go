@@ -17,7 +17,7 @@ func newIngestCmd(g *Globals) *cobra.Command {
 		Long: `Records tool_use, tool_result, permission decisions and denials and hook_no_verdict
 warnings as audit entries of type observed. Re-ingesting a file records nothing
 twice; a truncated last line is ignored. Observations are never decisions.`,
-		Args: cobra.ExactArgs(1),
+		Args: Words(1, 1, "FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if agent == "" {
 				return UsageErr(cmd, "--agent is required")

@@ -13,7 +13,7 @@ func newPatchCmd(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "patch AGENT PATH (--old TEXT --new TEXT | --diff FILE|-)",
 		Short: "Edit a file in an agent's sandbox: replace text that occurs exactly once, or apply a unified diff",
-		Args:  cobra.ExactArgs(2),
+		Args:  Words(2, 2, "AGENT PATH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			call := map[string]any{"path": args[1]}
 			replace := cmd.Flags().Changed("old") || cmd.Flags().Changed("new")

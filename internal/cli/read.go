@@ -17,7 +17,7 @@ func newReadCmd(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "read AGENT PATH",
 		Short: "Print a file from an agent's sandbox (relative paths are in the workspace)",
-		Args:  cobra.ExactArgs(2),
+		Args:  Words(2, 2, "AGENT PATH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if offset < 0 || limit < 0 {
 				return UsageErr(cmd, fmt.Sprintf("--offset %d --limit %d: lines are counted from 1", offset, limit))

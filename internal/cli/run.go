@@ -39,7 +39,7 @@ decided and recorded as a call; the hook gate still guards what remains.`,
   toolgate run demo --door-only -- claude -p "fix the tests"
   toolgate run demo -i -- claude -p "summarize this" < notes.txt
   toolgate run demo --secret-env GH_TOKEN=github_token -- sh -c 'gh pr list'`,
-		Args: cobra.MinimumNArgs(2),
+		Args: Words(2, -1, "AGENT -- ARGV..."),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			argv := args[1:]
 			if err := hooks.CheckLaunch(argv); err != nil {

@@ -19,7 +19,7 @@ file or the new one), creating directories. The content streams as it is read; t
 computes its SHA-256 on the way, records it in the audit and prints it. With --sha256 the
 content must have that digest, or the file is left as it was.`,
 		Example: "  toolgate write demo notes/a.txt < a.txt\n  toolgate write demo big.bin --sha256 $(sha256sum < big.bin | cut -c1-64) < big.bin",
-		Args:    cobra.ExactArgs(2),
+		Args:    Words(2, 2, "AGENT PATH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// The content streams as the request body, its size stated
 			// first: memory stays constant whatever the file's size.

@@ -40,7 +40,7 @@ Ctrl-C stops the run; the session is saved after every step and
 		Example: `  toolgate agent demo "add a --verbose flag to cli.py and a test for it"
   toolgate agent demo --continue 18ed0be9… "now update the README"
   toolgate agent demo --json "run the tests" | jq -c 'select(.type=="result")'`,
-		Args: cobra.RangeArgs(1, 2),
+		Args: cli.Words(1, 2, "AGENT [TASK]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 2 {
 				req.Task = args[1]

@@ -116,7 +116,7 @@ func newAuditShowCmd(g *cli.Globals) *cobra.Command {
 		Short: "Print every entry of one call (its decision and its result) as JSON, or a session as a tree",
 		Example: `  toolgate audit show 18ed0cfbfd94ff20bf07a49b2d0b52c4
   toolgate audit show --session 18ed0cfbf8227ea357e317a3095b6d21   # model calls, the tool calls they caused …`,
-		Args: cobra.RangeArgs(0, 1),
+		Args: cli.Words(0, 1, "[ID]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := auditDir(g)
 			if err != nil {

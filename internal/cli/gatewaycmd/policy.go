@@ -35,7 +35,7 @@ The agent, tool and arguments are words in that order, or the flags --agent, --t
   toolgate policy eval --agent demo --kind hook --tool Bash --args '{"command":"rm -rf /"}'
   toolgate policy eval --agent demo --kind egress --args '{"target":"pypi.org:443"}'
   toolgate policy eval --agent demo --kind model --tool scripted --args '{"endpoint":"messages","model":"scripted"}'`,
-		Args: cobra.MaximumNArgs(3),
+		Args: cli.Words(0, 3, "AGENT TOOL [JSON]"),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			// The words are what the flags say, in their order, as `call` takes them.
 			for i, p := range []struct {

@@ -84,7 +84,7 @@ func TestPolicyEvalWords(t *testing.T) {
 		{[]string{"demo", "--agent", "demo", "--tool", "exec"}, "give the agent once: as a word or with --agent"},
 		{[]string{"demo", "exec", "{}", "--args", "{}"}, "give the args once: as a word or with --args"},
 		{[]string{"--tool", "exec"}, "which agent? give it as the first word or with --agent"},
-		{[]string{"demo", "exec", "{}", "extra"}, "accepts at most 3 arg(s), received 4"},
+		{[]string{"demo", "exec", "{}", "extra"}, `policy eval takes AGENT TOOL [JSON], got ["demo" "exec" "{}" "extra"]`},
 	} {
 		var out bytes.Buffer
 		root := NewRootCmd()
@@ -107,6 +107,38 @@ func TestNoArgsSaysWhat(t *testing.T) {
 		want := strings.Join(path, " ") + ` takes no arguments, got ["stray"]` + "\nusage: toolgate " + strings.Join(path, " ")
 		if code != cli.ExitError || !strings.Contains(stderr.String(), want) {
 			t.Errorf("%v: exit %d, stderr %q", path, code, stderr.String())
+		}
+	}
+}
+
+// A command given too few or too many words names the words it takes and
+// the ones it got, where cobra said `accepts 2 arg(s), received 1`.
+func TestWordsSaysWhat(t *testing.T) {
+	t.Setenv("TOOLGATE_HOME", t.TempDir())
+	for _, c := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"read"}, `read takes AGENT PATH, got none`},
+		{[]string{"read", "demo"}, `read takes AGENT PATH, got ["demo"]`},
+		{[]string{"write", "demo", "a", "b"}, `write takes AGENT PATH, got ["demo" "a" "b"]`},
+		{[]string{"patch", "demo"}, `patch takes AGENT PATH, got ["demo"]`},
+		{[]string{"exec"}, `exec takes AGENT -- ARGV..., got none`},
+		{[]string{"run", "demo"}, `run takes AGENT -- ARGV..., got ["demo"]`},
+		{[]string{"call", "demo"}, `call takes AGENT TOOL [JSON], got ["demo"]`},
+		{[]string{"agent"}, `agent takes AGENT [TASK], got none`},
+		{[]string{"agent", "demo", "fix", "it"}, `agent takes AGENT [TASK], got ["demo" "fix" "it"]`},
+		{[]string{"secrets", "set"}, `secrets set takes NAME, got none`},
+		{[]string{"token", "revoke"}, `token revoke takes ID..., got none`},
+		{[]string{"tools", "approve"}, `tools approve takes SERVER.TOOL..., got none`},
+		{[]string{"audit", "show", "a", "b"}, `audit show takes [ID], got ["a" "b"]`},
+		{[]string{"sandbox", "image", "a", "b"}, `sandbox image takes [TAG], got ["a" "b"]`},
+		{[]string{"approvals", "deny"}, `approvals deny takes ID, got none`},
+		{[]string{"ingest", "stream-json"}, `ingest stream-json takes FILE, got none`},
+	} {
+		var stderr bytes.Buffer
+		if code := Main(c.argv, &stderr); code != cli.ExitError || !strings.Contains(stderr.String(), c.want+"\nusage: toolgate "+c.argv[0]) {
+			t.Errorf("%q: exit %d, stderr %q, want %q", c.argv, code, stderr.String(), c.want)
 		}
 	}
 }

@@ -50,7 +50,7 @@ linked (CGO_ENABLED=0), running toolgate-gateway serve.`,
   toolgate sandbox image --list
   toolgate sandbox image --oci sandbox.tar registry.example/toolgate/sandbox:1
   toolgate sandbox image --oci gateway.tar --gateway registry.example/toolgate/gateway:1`,
-		Args: cobra.MaximumNArgs(1),
+		Args: cli.Words(0, 1, "[TAG]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if list {
 				for _, p := range rootfs.Profiles() {

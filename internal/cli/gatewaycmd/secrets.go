@@ -27,7 +27,7 @@ read is refused: the key is exposed already. Without --agent/--tool a new secret
 granted to every agent and tool ("*"); an existing one keeps its grants. A running
 gateway takes it on reload (SIGHUP) or restart.`,
 		Example: "  toolgate secrets set anthropic_key < key.txt\n  toolgate secrets set gh_token --from ~/.config/gh/token --agent demo --tool gh",
-		Args:    cobra.ExactArgs(1),
+		Args:    cli.Words(1, 1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, name := os.Stdin, "stdin"
 			if from != "" {

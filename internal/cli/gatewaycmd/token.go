@@ -105,7 +105,7 @@ A running daemon sees changes at its next request.`}
 	revoke := &cobra.Command{
 		Use:   "revoke ID...",
 		Short: "Revoke tokens; the daemon refuses them from its next request",
-		Args:  cobra.MinimumNArgs(1),
+		Args:  cli.Words(1, -1, "ID..."),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			s, err := store()
 			if err != nil {

@@ -80,7 +80,7 @@ definition changes upstream is withheld until it is approved again.`}
 		Use:     "approve SERVER.TOOL|SERVER.*...",
 		Short:   "Approve the definitions last seen (by `tools list` or the daemon); reload the daemon to offer them",
 		Example: "  toolgate tools approve github.create_issue\n  toolgate tools approve 'github.*'",
-		Args:    cobra.MinimumNArgs(1),
+		Args:    cli.Words(1, -1, "SERVER.TOOL..."),
 		RunE: func(cmd *cobra.Command, names []string) error {
 			pins, err := upstream.OpenPins(pinsPath())
 			if err != nil {
