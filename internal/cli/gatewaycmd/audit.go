@@ -49,7 +49,7 @@ func newAuditTailCmd(g *cli.Globals) *cobra.Command {
 		n      int
 		follow bool
 		asJSON bool
-		since  sinceFlag
+		since  whenFlag
 	)
 	cmd := &cobra.Command{
 		Use:     "tail",
@@ -60,9 +60,7 @@ func newAuditTailCmd(g *cli.Globals) *cobra.Command {
 			if n < 0 {
 				return cli.UsageErr(cmd, fmt.Sprintf("-n/--lines %d: give how many past entries to print, 0 or more", n))
 			}
-			if since > 0 {
-				f.Since = since.cutoff()
-			}
+			f.Since = since.cutoff()
 			print := printEntry
 			if asJSON {
 				enc := json.NewEncoder(os.Stdout)
@@ -79,7 +77,7 @@ func newAuditTailCmd(g *cli.Globals) *cobra.Command {
 	cmd.Flags().StringVar(&f.Type, "type", "", "only this type (core_tool, tool, hook, egress, admin, observed)")
 	cmd.Flags().StringVar(&f.Decision, "decision", "", "only allow or deny")
 	cmd.Flags().StringVar(&f.Tool, "tool", "", "only this tool")
-	cmd.Flags().Var(&since, "since", "only entries newer than this (e.g. 1h, 7d)")
+	cmd.Flags().Var(&since, "since", "only entries since then: how long ago (1h, 7d) or an RFC 3339 time")
 	cmd.Flags().IntVarP(&n, "lines", "n", 20, "how many past entries to print (0: only new ones, with -f)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new entries")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print entries as JSON lines")

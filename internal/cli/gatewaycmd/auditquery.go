@@ -36,8 +36,8 @@ func openIndex(dir string) (*auditindex.Index, error) {
 func newAuditQueryCmd(g *cli.Globals) *cobra.Command {
 	var (
 		q      auditindex.Query
-		since  sinceFlag
-		until  string
+		since  whenFlag
+		until  whenFlag
 		format string
 		fleet  bool
 	)
@@ -62,14 +62,7 @@ arrival order).`,
 			if format != "text" && format != "json" {
 				return fmt.Errorf("--format is text or json, not %q", format)
 			}
-			q.Since = since.cutoff()
-			if until != "" {
-				t, err := time.Parse(time.RFC3339, until)
-				if err != nil {
-					return fmt.Errorf("--until: %q is not an RFC 3339 time (e.g. 2026-12-01T08:00:00Z)", until)
-				}
-				q.Until = t
-			}
+			q.Since, q.Until = since.cutoff(), until.cutoff()
 			if fleet {
 				return queryFleet(cmd, g, q, format)
 			}
@@ -100,8 +93,8 @@ arrival order).`,
 	f.StringVar(&q.Session, "session", "", "only this session")
 	f.StringVar(&q.Parent, "parent", "", "only calls caused by this call id")
 	f.StringVar(&q.Phase, "phase", "", "only this phase: decision, result, ask")
-	f.Var(&since, "since", "only entries newer than this (e.g. 2h, 7d)")
-	f.StringVar(&until, "until", "", "only entries before this time (RFC 3339)")
+	f.Var(&since, "since", "only entries since then: how long ago (2h, 7d) or an RFC 3339 time")
+	f.Var(&until, "until", "only entries before then: how long ago (1h, 2d) or an RFC 3339 time")
 	f.StringVar(&q.Text, "text", "", "words that must all appear in the arguments (full-text, not SQL)")
 	f.IntVar(&q.Limit, "limit", 100, "entries per page (1–10000)")
 	f.Int64Var(&q.After, "after", 0, "continue after this seq (from the previous page)")

@@ -13,16 +13,17 @@ import (
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
-// TestAuditQuery: the index answers filters, free text and pages; bad
-// flags are refused with a clear error; SQL-looking text is just text.
+// TestAuditQuery: the index answers filters, free text, time windows and
+// pages; bad flags are refused with a clear error; SQL-looking text is
+// just text.
 func TestAuditQuery(t *testing.T) {
 	home := t.TempDir()
 	w, err := audit.Open(filepath.Join(home, "logs"), audit.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 30 {
-		e := &gateway.Entry{TS: time.Now().UTC(), ID: gateway.NewID(), Phase: gateway.PhaseDecision, Agent: []string{"demo", "other"}[i%2],
+	for i := range 30 { // entry i is 30-i hours old
+		e := &gateway.Entry{TS: time.Now().UTC().Add(-time.Duration(30-i) * time.Hour), ID: gateway.NewID(), Phase: gateway.PhaseDecision, Agent: []string{"demo", "other"}[i%2],
 			Type: gateway.KindCore, Tool: "exec", Decision: []string{"allow", "deny", "allow"}[i%3], Rule: "r", Session: "S",
 			Args: []byte(fmt.Sprintf(`{"command":"make target%d"}`, i))}
 		if err := w.Append(e); err != nil {
@@ -61,7 +62,20 @@ func TestAuditQuery(t *testing.T) {
 	if out, err := run("--text", `'); DROP TABLE entries; --`); err != nil || strings.TrimSpace(out) != "" {
 		t.Errorf("SQL-looking text: %v %q", err, out)
 	}
-	for _, bad := range [][]string{{"--limit", "-1"}, {"--limit", "20000"}, {"--format", "xml"}, {"--since", "yesterday"}, {"--until", "noon"}} {
+	// A window of 3.5h to 1.5h ago (the entries 3h and 2h old): how long
+	// ago, or RFC 3339 times, on either end.
+	at := func(ago time.Duration) string { return time.Now().Add(-ago).Format(time.RFC3339) }
+	for _, w := range [][]string{
+		{"--since", "210m", "--until", "90m"},
+		{"--since", at(210 * time.Minute), "--until", at(90 * time.Minute)},
+		{"--since", "0.15d", "--until", at(90 * time.Minute)},
+	} {
+		if out, err := run(append(w, "--newest=false")...); err != nil || lines(out) != 2 || !strings.HasPrefix(out, "28 ") {
+			t.Errorf("window %q: %v\n%s", w, err, out)
+		}
+	}
+	for _, bad := range [][]string{{"--limit", "-1"}, {"--limit", "20000"}, {"--format", "xml"}, {"--since", "yesterday"}, {"--until", "noon"},
+		{"--since", "-2h"}, {"--since", "90m", "--until", "4h"}} {
 		if _, err := run(bad...); err == nil {
 			t.Errorf("%v accepted", bad)
 		}

@@ -183,7 +183,7 @@ check refuse a config whose examples fail; this command lists them all.`,
 
 func newPolicyReplayCmd(g *cli.Globals) *cobra.Command {
 	var (
-		since   sinceFlag
+		since   whenFlag
 		f       audit.Filter
 		asJSON  bool
 		all     bool
@@ -260,7 +260,7 @@ a call whose arguments were cut when recorded is marked approximate (~).`,
 			return nil
 		},
 	}
-	cmd.Flags().Var(&since, "since", "only calls newer than this (e.g. 7d, 12h)")
+	cmd.Flags().Var(&since, "since", "only calls since then: how long ago (7d, 12h) or an RFC 3339 time")
 	cmd.Flags().StringVar(&f.Agent, "agent", "", "only this agent's calls")
 	cmd.Flags().StringVar(&f.Tool, "tool", "", "only calls of this tool")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary and the changes as JSON")

@@ -7,39 +7,48 @@ import (
 	"time"
 )
 
-// sinceFlag is a look-back window: a Go duration (90m, 2h) or days (7d).
-type sinceFlag time.Duration
-
-func (s *sinceFlag) String() string {
-	if *s == 0 {
-		return "0"
-	}
-	return time.Duration(*s).String()
+// whenFlag is a point in time for --since and --until: how long ago (a
+// Go duration such as 90m or 2h, or days such as 7d) or an RFC 3339 time.
+// Both flags take both forms, so "from 3h ago until 2h ago", or a window
+// copied from an incident report, needs no clock arithmetic.
+type whenFlag struct {
+	t   time.Time
+	raw string
 }
 
-func (s *sinceFlag) Type() string { return "duration" }
+func (w *whenFlag) String() string { return w.raw }
 
-func (s *sinceFlag) Set(v string) error {
-	if d, ok := strings.CutSuffix(v, "d"); ok {
-		n, err := strconv.ParseFloat(d, 64)
-		if err != nil || n < 0 || n > 3650 {
-			return fmt.Errorf("%q: want a number of days (e.g. 7d) or a duration (e.g. 2h)", v)
-		}
-		*s = sinceFlag(time.Duration(n * float64(24*time.Hour)))
+func (w *whenFlag) Type() string { return "when" }
+
+func (w *whenFlag) Set(v string) error {
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		w.t, w.raw = t, v
 		return nil
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return fmt.Errorf("%q: want a duration (e.g. 2h, 90m) or days (e.g. 7d)", v)
+	ago, err := lookBack(v)
+	if err != nil {
+		return err
 	}
-	*s = sinceFlag(d)
+	w.t, w.raw = time.Now().Add(-ago), v
 	return nil
 }
 
-// cutoff is the earliest time the window admits; zero for no window.
-func (s sinceFlag) cutoff() time.Time {
-	if s == 0 {
-		return time.Time{}
+// lookBack reads "how long ago": a Go duration or a number of days.
+func lookBack(v string) (time.Duration, error) {
+	bad := fmt.Errorf("%q: want how long ago (e.g. 2h, 90m, 7d) or an RFC 3339 time (e.g. 2026-12-01T08:00:00Z)", v)
+	if d, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.ParseFloat(d, 64)
+		if err != nil || n < 0 || n > 3650 {
+			return 0, bad
+		}
+		return time.Duration(n * float64(24*time.Hour)), nil
 	}
-	return time.Now().Add(-time.Duration(s))
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, bad
+	}
+	return d, nil
 }
+
+// cutoff is the time given; zero when the flag was not.
+func (w whenFlag) cutoff() time.Time { return w.t }

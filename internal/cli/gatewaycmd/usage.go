@@ -13,7 +13,7 @@ import (
 
 func newUsageCmd(g *cli.Globals) *cobra.Command {
 	var agent string
-	var since sinceFlag
+	var since whenFlag
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:     "usage",
@@ -57,7 +57,7 @@ func newUsageCmd(g *cli.Globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "only this agent")
-	cmd.Flags().Var(&since, "since", "only calls newer than this (e.g. 24h, 7d)")
+	cmd.Flags().Var(&since, "since", "only calls since then: how long ago (24h, 7d) or an RFC 3339 time")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the rows as JSON")
 	return cmd
 }
