@@ -12,10 +12,15 @@ import (
 // model said (as it streams), each tool call with its decision and exit
 // code, a progress line per step, and how the run ended.
 type Transcript struct {
-	W      io.Writer
-	Agent  string // for the hint on how to continue
-	inText bool   // the model's text is being written
-	limits *Limits
+	W     io.Writer
+	Agent string // for the hint on how to continue
+	// KeysHere names the providers' key variables set in the caller's
+	// environment (ANTHROPIC_API_KEY …). A scripted session then says that
+	// the gateway, not this command, reads keys: a person who set one in
+	// their shell and still got the script is told why.
+	KeysHere []string
+	inText   bool // the model's text is being written
+	limits   *Limits
 }
 
 func (t *Transcript) endText() {
@@ -33,7 +38,16 @@ func (t *Transcript) Event(e Event) {
 		fmt.Fprintf(t.W, "session %s · agent %s · model %s via %s\n", e.Session, e.Agent, e.Model, e.Provider)
 		if e.Scripted {
 			fmt.Fprintln(t.W, "NOTE: this model is SCRIPTED — a fixed file of turns served by toolgate itself, not a real LLM.")
-			fmt.Fprintln(t.W, "      Set ANTHROPIC_API_KEY or OPENAI_API_KEY (see docs/agents.md) for a real model.")
+			if len(t.KeysHere) > 0 {
+				verb := "is"
+				if len(t.KeysHere) > 1 {
+					verb = "are"
+				}
+				fmt.Fprintf(t.W, "      %s %s set in this shell, but keys are read by the gateway (its environment or\n", strings.Join(t.KeysHere, " and "), verb)
+				fmt.Fprintf(t.W, "      HOME/secrets.yaml), and agent %s has no real provider with a key: docs/agents.md, \"Which model\".\n", e.Agent)
+			} else {
+				fmt.Fprintln(t.W, "      Set ANTHROPIC_API_KEY or OPENAI_API_KEY (see docs/agents.md) for a real model.")
+			}
 		}
 		if e.Limits != nil {
 			fmt.Fprintf(t.W, "limits: %d steps, %d tokens, %s\n", e.Limits.Steps, e.Limits.Tokens, e.Limits.Time)

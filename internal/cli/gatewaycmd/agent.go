@@ -66,6 +66,11 @@ Ctrl-C stops the run; the session is saved after every step and
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			tr := &agentloop.Transcript{W: os.Stdout, Agent: args[0]}
+			for _, k := range []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY"} {
+				if os.Getenv(k) != "" {
+					tr.KeysHere = append(tr.KeysHere, k)
+				}
+			}
 			enc := json.NewEncoder(os.Stdout)
 			var last agentloop.Event
 			err = c.Session(ctx, args[0], &req, func(raw json.RawMessage) error {
