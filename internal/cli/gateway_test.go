@@ -37,7 +37,7 @@ func TestGatewayCommandsRunToolgateGateway(t *testing.T) {
 	if out, code := run(toolgate, "--home", home, "init"); code != 0 || !strings.Contains(out, "wrote "+filepath.Join(home, "config.yaml")) {
 		t.Fatalf("init: exit %d\n%s", code, out)
 	}
-	if out, code := run(toolgate, "config", "check", "--home", home); code != 0 || !strings.Contains(out, ": ok (1 agents") {
+	if out, code := run(toolgate, "config", "check", "--home", home); code != 0 || !strings.Contains(out, ": ok (1 agent, 0 plugins)") {
 		t.Fatalf("config check: exit %d\n%s", code, out)
 	}
 	for _, args := range [][]string{{"policy", "--help"}, {"help", "policy"}, {"policy", "-h"}} {

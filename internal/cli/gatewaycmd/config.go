@@ -23,7 +23,13 @@ func newConfigCmd(g *cli.Globals) *cobra.Command {
 			if _, err := daemon.Build(cfg, nil); err != nil {
 				return err
 			}
-			fmt.Printf("%s: ok (%d agents, %d plugins)\n", cfg.Path, len(cfg.Agents), len(cfg.Plugins))
+			n := func(k int, noun string) string {
+				if k != 1 {
+					noun += "s"
+				}
+				return fmt.Sprintf("%d %s", k, noun)
+			}
+			fmt.Printf("%s: ok (%s, %s)\n", cfg.Path, n(len(cfg.Agents), "agent"), n(len(cfg.Plugins), "plugin"))
 			return nil
 		},
 	})
