@@ -47,6 +47,10 @@ func runClient(t *testing.T, calls string, args ...string) (int, string, string)
 
 func TestRun(t *testing.T) {
 	calls := t.TempDir()
+	plain := filepath.Join(t.TempDir(), "notes.txt") // a file without the execute bit
+	if err := os.WriteFile(plain, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name   string
 		args   []string
@@ -60,7 +64,9 @@ func TestRun(t *testing.T) {
 		{"not found", []string{"run", "--", "/no/such/cmd"}, 127, "", "no such file"},
 		{"cwd missing", []string{"run", "--cwd", "/no/such/dir", "--", "true"}, 126, "", "chdir /no/such/dir: no such file or directory"},
 		{"cwd a file", []string{"run", "--cwd", "/dev/null", "--", "true"}, 126, "", "chdir /dev/null: not a directory"},
-		{"cwd fine, command missing", []string{"run", "--cwd", "/", "--", "/no/such/cmd"}, 127, "", "fork/exec /no/such/cmd: no such file"},
+		{"cwd fine, command missing", []string{"run", "--cwd", "/", "--", "/no/such/cmd"}, 127, "", "toolgate-client run: exec /no/such/cmd: no such file or directory\n"},
+		{"a directory", []string{"run", "--", calls}, 126, "", "toolgate-client run: exec " + calls + ": is a directory\n"},
+		{"not executable", []string{"run", "--", plain}, 126, "", "toolgate-client run: exec " + plain + ": permission denied\n"},
 		{"no argv", []string{"run", "--timeout", "1s"}, 2, "", "no command"},
 		{"cwd and env", []string{"run", "--cwd", "/", "--env", "TG_A=1", "--env", "TG_B=x=y", "--", "sh", "-c", "echo $PWD $TG_A $TG_B"}, 0, "/ 1 x=y\n", ""},
 		{"env without =", []string{"run", "--env", "TG_A", "--", "true"}, 2, "", "want KEY=VALUE"},

@@ -109,7 +109,7 @@ func runCall(c *callSpec, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "toolgate-client run: %v\n", derr)
 			return 126
 		}
-		fmt.Fprintf(stderr, "toolgate-client run: %v\n", err)
+		fmt.Fprintf(stderr, "toolgate-client run: %v\n", startErr(err))
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return 127
 		}
@@ -174,6 +174,21 @@ func runCall(c *callSpec, stderr io.Writer) int {
 		return 128 + int(ws.Signal())
 	}
 	return ws.ExitStatus()
+}
+
+// startErr is a failed start in a shell's words: os/exec names the step
+// that failed ("fork/exec /x: permission denied"), and a directory is
+// refused with EACCES, which reads as a permissions problem.
+func startErr(err error) error {
+	var pe *os.PathError
+	if !errors.As(err, &pe) || pe.Op != "fork/exec" {
+		return err
+	}
+	why := pe.Err
+	if fi, serr := os.Stat(pe.Path); errors.Is(why, syscall.EACCES) && serr == nil && fi.IsDir() {
+		why = syscall.EISDIR
+	}
+	return &os.PathError{Op: "exec", Path: pe.Path, Err: why}
 }
 
 // unusableDir says why a call cannot run in dir ("": it runs in this
