@@ -3,14 +3,10 @@ package agentloop
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
-	"testing/iotest"
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/config"
@@ -168,25 +164,4 @@ func FuzzReadTurn(f *testing.F) {
 			}
 		}
 	})
-}
-
-// readEvents passes on a last event that lacks its blank line when the
-// stream ends, but not the part of one a broken read leaves.
-func TestReadEventsBrokenMidEvent(t *testing.T) {
-	cut := errors.New("connection cut")
-	for _, tt := range []struct {
-		name   string
-		stream io.Reader
-		want   []string
-		err    error
-	}{
-		{"whole", strings.NewReader("event: a\ndata: {\"a\":1}\n\nevent: b\ndata: {\"b\":2}\n"), []string{`a {"a":1}`, `b {"b":2}`}, nil},
-		{"cut mid-event", io.MultiReader(strings.NewReader("event: a\ndata: {\"a\":1}\n\nevent: b\ndata: {\"b\""), iotest.ErrReader(cut)), []string{`a {"a":1}`}, cut},
-	} {
-		var got []string
-		err := readEvents(tt.stream, func(event string, data []byte) { got = append(got, event+" "+string(data)) })
-		if !slices.Equal(got, tt.want) || !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil) {
-			t.Errorf("%s: got %q %v, want %q %v", tt.name, got, err, tt.want, tt.err)
-		}
-	}
 }

@@ -1,7 +1,6 @@
 package agentloop
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/internal/model"
+	"github.com/toolgate/toolgate/internal/sse"
 )
 
 // Message is one turn of the conversation, in neither provider's shape:
@@ -157,6 +157,10 @@ func rawOrEmpty(r json.RawMessage) json.RawMessage {
 // by event and bounded the same).
 const maxAnswer = 32 << 20
 
+// maxEventLine bounds one line of a streamed answer: a data line holds
+// one delta, far smaller.
+const maxEventLine = 8 << 20
+
 // readTurn reads one answer, JSON or SSE, into a Turn; text deltas go to
 // onText as they arrive. The usage and stop reason come from the model
 // package's parsers, which the door uses too.
@@ -180,7 +184,7 @@ func readTurn(api model.API, contentType string, body io.Reader, onText func(str
 	}
 	st := model.NewStream(ep)
 	acc := newAccumulator(api, onText)
-	if err := readEvents(io.TeeReader(body, st), acc.event); err != nil {
+	if err := sse.Read(io.TeeReader(body, st), maxEventLine, acc.event); err != nil {
 		return Turn{}, fmt.Errorf("reading the answer's stream: %w", err)
 	}
 	st.Close()
@@ -249,37 +253,6 @@ func parseWhole(api model.API, b []byte) (Turn, error) {
 		}
 	}
 	return t, nil
-}
-
-// readEvents calls fn with each SSE event's type and data.
-func readEvents(r io.Reader, fn func(event string, data []byte)) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 8<<20)
-	var event string
-	var data []byte
-	for sc.Scan() {
-		line := sc.Bytes()
-		switch {
-		case len(line) == 0:
-			if len(data) > 0 {
-				fn(event, data)
-			}
-			event, data = "", data[:0]
-		case bytes.HasPrefix(line, []byte("event:")):
-			event = strings.TrimSpace(string(line[6:]))
-		case bytes.HasPrefix(line, []byte("data:")):
-			if len(data) > 0 {
-				data = append(data, '\n')
-			}
-			data = append(data, bytes.TrimPrefix(line[5:], []byte(" "))...)
-		}
-	}
-	// A last event without its blank line, at the stream's end; not one
-	// cut by a broken read (the scanner hands over the part it had).
-	if len(data) > 0 && sc.Err() == nil {
-		fn(event, data)
-	}
-	return sc.Err()
 }
 
 // accumulator assembles a streamed answer's text and tool calls.

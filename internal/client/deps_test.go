@@ -20,6 +20,7 @@ var sandboxSide = []string{
 	module + "/internal/client",
 	module + "/internal/proto",
 	module + "/internal/hooks", // the hook client's half: input, answers, spool
+	module + "/internal/sse",   // the MCP door's event streams
 }
 
 // The in-sandbox binaries link only sandbox-side packages and the standard

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/sse"
 )
 
 func init() {
@@ -128,7 +129,7 @@ func (b *MCPBridge) relay(ctx context.Context, msg []byte) {
 		b.fail(head.ID, fmt.Sprintf("the door answered %s: %s", resp.Status, strings.TrimSpace(string(body))))
 	case strings.HasPrefix(ct, "text/event-stream"):
 		answered := false
-		err := readSSE(resp.Body, func(m []byte) {
+		err := sse.Read(resp.Body, maxMCPLine, func(_ string, m []byte) {
 			answered = answered || answers(m, head.ID)
 			b.write(m)
 		})
@@ -152,34 +153,6 @@ func answers(msg []byte, id json.RawMessage) bool {
 		Method string          `json:"method"`
 	}
 	return len(id) > 0 && json.Unmarshal(msg, &m) == nil && m.Method == "" && bytes.Equal(m.ID, id)
-}
-
-// readSSE calls emit with the data of each event of an SSE stream.
-func readSSE(r io.Reader, emit func([]byte)) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxMCPLine)
-	var data []byte
-	for sc.Scan() {
-		line := sc.Bytes()
-		switch {
-		case len(line) == 0:
-			if len(data) > 0 {
-				emit(data)
-				data = nil
-			}
-		case bytes.HasPrefix(line, []byte("data:")):
-			if len(data) > 0 {
-				data = append(data, '\n')
-			}
-			data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
-		}
-	}
-	// A last event without its blank line, at the stream's end; not one
-	// cut by a broken read (the scanner hands over the part it had).
-	if len(data) > 0 && sc.Err() == nil {
-		emit(data)
-	}
-	return sc.Err()
 }
 
 // write puts one message on its own line; stdio messages hold no newline.

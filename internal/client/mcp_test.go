@@ -4,14 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
-	"testing/iotest"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/agentsock"
@@ -120,25 +117,4 @@ func TestMCPBridge(t *testing.T) {
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-// readSSE passes on a last event that lacks its blank line when the
-// stream ends, but not the part of one a broken read leaves.
-func TestReadSSEBrokenMidEvent(t *testing.T) {
-	cut := errors.New("connection cut")
-	for _, tt := range []struct {
-		name   string
-		stream io.Reader
-		want   []string
-		err    error
-	}{
-		{"whole", strings.NewReader("data: {\"a\":1}\n\ndata: {\"b\":2}\n"), []string{`{"a":1}`, `{"b":2}`}, nil},
-		{"cut mid-event", io.MultiReader(strings.NewReader("data: {\"a\":1}\n\ndata: {\"b\""), iotest.ErrReader(cut)), []string{`{"a":1}`}, cut},
-	} {
-		var got []string
-		err := readSSE(tt.stream, func(m []byte) { got = append(got, string(m)) })
-		if !slices.Equal(got, tt.want) || !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil) {
-			t.Errorf("%s: got %q %v, want %q %v", tt.name, got, err, tt.want, tt.err)
-		}
-	}
 }
