@@ -1,7 +1,6 @@
 package rootfs
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -162,12 +161,7 @@ func buildBusybox(ctx context.Context, dir, orig, deb string) error {
 		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Dir, cmd.Stdin = dir, stdin
 		cmd.Env = append(os.Environ(), "KCONFIG_NOTIMESTAMP=1")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, tail(out.String(), 2000))
-		}
-		return nil
+		return runTool(cmd, name+" "+strings.Join(args, " "))
 	}
 	if err := run(nil, "tar", "-xjf", orig, "--strip-components=1"); err != nil {
 		return err

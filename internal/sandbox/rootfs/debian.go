@@ -56,13 +56,7 @@ func (d debianBase) tarball(ctx context.Context, env Env) (string, error) {
 			"--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/doc/*",
 			"--dpkgopt=path-exclude=/usr/share/locale/*", "--dpkgopt=path-exclude=/usr/share/info/*",
 			"--format=tar", d.Suite, tmp, mirror}
-		cmd := exec.CommandContext(ctx, "mmdebstrap", args...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("mmdebstrap %s: %v\n%s", d.Suite, err, tail(out.String(), 2000))
-		}
-		return nil
+		return runTool(exec.CommandContext(ctx, "mmdebstrap", args...), "mmdebstrap "+d.Suite)
 	})
 }
 
@@ -95,6 +89,17 @@ func cached(env Env, path string, build func(tmp string) error) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// runTool runs a build tool with its output kept: a failure is named as
+// what (the command as a person would type it), with the output's end.
+func runTool(cmd *exec.Cmd, what string) error {
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %v\n%s", what, err, tail(out.String(), 2000))
+	}
+	return nil
 }
 
 func tail(s string, n int) string {

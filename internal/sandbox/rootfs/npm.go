@@ -1,7 +1,6 @@
 package rootfs
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -36,14 +35,8 @@ func (p npmPackage) install(ctx context.Context, env Env) (string, error) {
 		if err := os.MkdirAll(tmp, 0o755); err != nil {
 			return err
 		}
-		cmd := exec.CommandContext(ctx, "npm", "install", "--prefix", tmp, "--no-audit", "--no-fund",
-			"--ignore-scripts", "--omit=dev", "--no-save", p.String())
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("npm install %s: %v\n%s", p, err, tail(out.String(), 2000))
-		}
-		return nil
+		return runTool(exec.CommandContext(ctx, "npm", "install", "--prefix", tmp, "--no-audit", "--no-fund",
+			"--ignore-scripts", "--omit=dev", "--no-save", p.String()), "npm install "+p.String())
 	})
 	return filepath.Join(dir, "node_modules"), err
 }
