@@ -153,11 +153,7 @@ func agentConfigured(g *cli.Globals, agent string) error {
 		return err
 	}
 	if _, ok := cfg.Agents[agent]; !ok {
-		path := g.Config
-		if path == "" {
-			path = filepath.Join(g.Home, "config.yaml")
-		}
-		return fmt.Errorf("no agent %q in %s (there are: %s)", agent, path, strings.Join(slices.Sorted(maps.Keys(cfg.Agents)), ", "))
+		return fmt.Errorf("no agent %q in %s (there are: %s)", agent, g.ConfigPath(), strings.Join(slices.Sorted(maps.Keys(cfg.Agents)), ", "))
 	}
 	return nil
 }
