@@ -23,7 +23,7 @@ var applets = []string{
 	"ps", "pwd", "ln", "chmod", "basename", "dirname", "readlink", "realpath", "sort", "uniq",
 	"cut", "tr", "tee", "diff", "patch", "tar", "gzip", "gunzip", "date", "du", "df", "which",
 	"whoami", "hostname", "uname", "expr", "md5sum", "sha256sum", "base64", "vi", "less",
-	"hexdump", "od", "nproc", "usleep", "mktemp", "cmp", "sync",
+	"hexdump", "od", "nproc", "usleep", "mktemp", "cmp", "sync", "nc", "more", "fgrep", "zcat",
 }
 
 // Busybox is the default profile: a scratch root filesystem around a
@@ -66,7 +66,7 @@ func (HostBusybox) Summary() string {
 	return "busybox-static from the host (glibc): the default image's applets with nothing to build, 2 MB"
 }
 func (HostBusybox) Tag() string     { return "toolgate/busybox-host:latest" }
-func (HostBusybox) Version() string { return "busybox-host-1" }
+func (HostBusybox) Version() string { return "busybox-host-2" }
 func (HostBusybox) Env() []string   { return nil }
 
 func (b HostBusybox) Write(_ context.Context, _ Env, w io.Writer) error {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -219,6 +220,16 @@ func TestMuslBusyboxApplets(t *testing.T) {
 	// The banner names the source it was built from (and no build hour).
 	if out, err := exec.Command(bb, "--help").Output(); err != nil || !strings.HasPrefix(string(out), "BusyBox v1.35.0 (Debian "+busyboxSource.Version+", musl) multi-call binary.\n") {
 		t.Errorf("busybox --help: %v %.80q", err, out)
+	}
+	// Every /bin link of the image names one of its applets.
+	list, err := exec.Command(bb, "--list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range applets {
+		if !slices.Contains(strings.Fields(string(list)), a) {
+			t.Errorf("the image links /bin/%s, which busybox has no applet for", a)
+		}
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("served " + r.URL.Path)) }))
 	defer srv.Close()

@@ -45,8 +45,12 @@ var busyboxSource = struct {
 	Pool:    "pool/main/b/busybox",
 	// Two options need glibc's GNU regex API, which musl does not have:
 	// grep and vi use POSIX regcomp instead (as Alpine's busybox does).
-	Overrides: "# CONFIG_EXTRA_COMPAT is not set\n# CONFIG_FEATURE_VI_REGEX_SEARCH is not set\n",
-	Rev:       2,
+	// Debian leaves wget's -T out, but wget still parses -T as a number
+	// and stores it through the NULL it passes for the missing option:
+	// `wget -T 2 URL` dies of SIGSEGV in getopt32 (Debian's own
+	// busybox-static too). With the option in, -T works as documented.
+	Overrides: "# CONFIG_EXTRA_COMPAT is not set\n# CONFIG_FEATURE_VI_REGEX_SEARCH is not set\nCONFIG_FEATURE_WGET_TIMEOUT=y\n",
+	Rev:       3,
 	Tools:     []string{"musl-gcc", "make", "patch", "tar", "xz", "bzip2"},
 	Packages:  []string{"musl-tools", "make", "patch", "xz-utils", "bzip2"},
 	// linux-libc-dev's headers; musl-gcc leaves /usr/include out of the search.
