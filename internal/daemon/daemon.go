@@ -750,17 +750,38 @@ func (d *Daemon) stopFleet() error {
 var claudeTools = map[string]bool{"Bash": true, "Read": true, "Write": true, "Edit": true, "MultiEdit": true,
 	"NotebookEdit": true, "Glob": true, "Grep": true, "WebFetch": true, "WebSearch": true, "Task": true, "TodoWrite": true}
 
+// configuredModels are the model names and patterns cfg lists: every
+// provider's prices and every agent's allowlist, sorted and once each.
+func configuredModels(cfg *config.Config) []string {
+	var names []string
+	for _, p := range cfg.Gateway.Models {
+		names = slices.AppendSeq(names, maps.Keys(p.Prices))
+	}
+	for _, a := range cfg.Agents {
+		if a.Model != nil {
+			names = append(names, a.Model.Allow...)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
 func (d *Daemon) newMetrics() *metrics.Metrics {
 	return metrics.New(metrics.Sources{
-		Known: func(agent, tool string) (bool, bool) {
+		Known: func(agent string, kind gateway.Kind, tool string) (bool, bool) {
 			snap := d.gw.Snapshot()
 			_, a := snap.Agents[agent]
+			if kind == gateway.KindModel { // its tool is the provider
+				_, t := d.config().Gateway.Models[tool]
+				return a, t
+			}
 			_, t := snap.Tools[tool]
 			for _, bk := range snap.ByKind {
 				t = t || bk.Name() == tool
 			}
 			return a, t || claudeTools[tool]
 		},
+		Models: func() []string { return configuredModels(d.config()) },
 		Sandboxes: func(ctx context.Context) (byState, waiting map[string]int) {
 			rows, err := d.status(ctx)
 			if err != nil {

@@ -3,14 +3,16 @@
 // each phase of a call; sandboxes by state; egress connections and bytes;
 // model tokens and cost; the audit writer's work and the index's lag.
 //
-// Label values come only from the configuration (agents, tools): a name a
-// request made up is counted under "unknown", so nobody can grow the
-// series without bound.
+// Label values come only from the configuration (agents, tools, model
+// providers, model names): a name a request or an answer made up is counted
+// under "unknown" (a model under "other"), so nobody can grow the series
+// without bound.
 package metrics
 
 import (
 	"context"
 	"net/http"
+	"path"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,8 +24,12 @@ import (
 
 // Sources are read at scrape time.
 type Sources struct {
-	// Known says whether an agent and a tool are in the configuration.
-	Known func(agent, tool string) (agentOK, toolOK bool)
+	// Known says whether an agent and a tool of a kind are in the
+	// configuration (a model call's tool is its provider).
+	Known func(agent string, kind gateway.Kind, tool string) (agentOK, toolOK bool)
+	// Models are the model names and path.Match patterns the configuration
+	// lists (price tables, allowlists), sorted: the model label's values.
+	Models func() []string
 	// Sandboxes counts the agents' sandboxes by state (running, starting,
 	// missing …) and, by agent, the calls waiting for their turn in each.
 	Sandboxes func(ctx context.Context) (byState, waiting map[string]int)
@@ -80,7 +86,7 @@ func (m *Metrics) Handler() http.Handler {
 
 // ObserveCall implements gateway.Observer.
 func (m *Metrics) ObserveCall(c gateway.CallStats) {
-	agent, tool := m.labels(c.Agent, c.Tool)
+	agent, tool := m.labels(c.Agent, c.Kind, c.Tool)
 	kind := string(c.Kind)
 	if kind == "" {
 		kind = string(gateway.KindTool)
@@ -101,7 +107,7 @@ func (m *Metrics) ObserveCall(c gateway.CallStats) {
 	case gateway.KindEgress:
 		m.egress.WithLabelValues(agent, "up").Add(number(c.Detail["bytesUp"]))
 		m.egress.WithLabelValues(agent, "down").Add(number(c.Detail["bytesDown"]))
-	case "model":
+	case gateway.KindModel:
 		m.model(agent, c.Detail)
 	}
 }
@@ -110,10 +116,12 @@ func (m *Metrics) ObserveCall(c gateway.CallStats) {
 // records inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens,
 // costUSD).
 func (m *Metrics) model(agent string, d map[string]any) {
-	model, _ := d["model"].(string)
-	if model == "" || len(model) > 100 {
-		model = "unknown"
+	name, _ := d["model"].(string)
+	var configured []string
+	if m.src.Models != nil {
+		configured = m.src.Models()
 	}
+	model := modelLabel(configured, name)
 	for _, k := range [][2]string{{"inputTokens", "input"}, {"outputTokens", "output"}, {"cacheReadTokens", "cache_read"}, {"cacheWriteTokens", "cache_write"}} {
 		if n := number(d[k[0]]); n > 0 {
 			m.tokens.WithLabelValues(agent, model, k[1]).Add(n)
@@ -124,10 +132,30 @@ func (m *Metrics) model(agent string, d map[string]any) {
 	}
 }
 
-func (m *Metrics) labels(agent, tool string) (string, string) {
+// modelLabel is the label of a model name, which the agent's request or the
+// provider's answer chose: the name when the configuration lists it, else
+// the longest configured pattern it matches (the one a price is looked up
+// by), else "other".
+func modelLabel(configured []string, name string) string {
+	best := ""
+	for _, c := range configured {
+		if c == name {
+			return name
+		}
+		if ok, _ := path.Match(c, name); ok && len(c) > len(best) {
+			best = c
+		}
+	}
+	if best == "" {
+		return "other"
+	}
+	return best
+}
+
+func (m *Metrics) labels(agent string, kind gateway.Kind, tool string) (string, string) {
 	aok, tok := false, false
 	if m.src.Known != nil {
-		aok, tok = m.src.Known(agent, tool)
+		aok, tok = m.src.Known(agent, kind, tool)
 	}
 	if !aok {
 		agent = "unknown"

@@ -21,7 +21,10 @@ func scrapeText(t *testing.T, m *Metrics) string {
 
 func TestObserveCall(t *testing.T) {
 	m := New(Sources{
-		Known: func(agent, tool string) (bool, bool) { return agent == "demo", tool == "exec" || tool == "egress" },
+		Known: func(agent string, kind gateway.Kind, tool string) (bool, bool) {
+			return agent == "demo", tool == "exec" || tool == "egress" || kind == gateway.KindModel && tool == "anthropic"
+		},
+		Models: func() []string { return []string{"claude-sonnet-4*", "claude-x"} },
 		Sandboxes: func(context.Context) (map[string]int, map[string]int) {
 			return map[string]int{"running": 1}, map[string]int{"demo": 3}
 		},
@@ -38,7 +41,7 @@ func TestObserveCall(t *testing.T) {
 	}
 	m.ObserveCall(gateway.CallStats{Agent: "demo", Kind: gateway.KindEgress, Tool: "egress", Decision: "allow",
 		Detail: map[string]any{"bytesUp": int64(100), "bytesDown": int64(5000)}})
-	m.ObserveCall(gateway.CallStats{Agent: "demo", Kind: "model", Tool: "model", Decision: "allow",
+	m.ObserveCall(gateway.CallStats{Agent: "demo", Kind: gateway.KindModel, Tool: "anthropic", Decision: "allow",
 		Detail: map[string]any{"model": "claude-x", "inputTokens": 12, "outputTokens": int64(7), "costUSD": 0.25}})
 	out := scrapeText(t, m)
 	for _, want := range []string{
@@ -49,6 +52,7 @@ func TestObserveCall(t *testing.T) {
 		`toolgate_egress_bytes_total{agent="demo",direction="down"} 5000`,
 		`toolgate_model_tokens_total{agent="demo",model="claude-x",type="input"} 12`,
 		`toolgate_model_cost_usd_total{agent="demo",model="claude-x"} 0.25`,
+		`toolgate_calls_total{agent="demo",decision="allow",kind="model",tool="anthropic"} 1`,
 		`toolgate_sandboxes{state="running"} 1`,
 		`toolgate_sandbox_calls_waiting{agent="demo"} 3`,
 		`toolgate_audit_entries_total 10`,
@@ -59,5 +63,31 @@ func TestObserveCall(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %s in\n%s", want, out)
 		}
+	}
+}
+
+// A model name is the agent's (request) or the provider's (answer) to
+// choose: only configured names and patterns become labels.
+func TestModelLabel(t *testing.T) {
+	configured := []string{"claude-*", "claude-sonnet-4*", "gpt-4o", "other-model"}
+	for _, c := range []struct{ name, want string }{
+		{"gpt-4o", "gpt-4o"},
+		{"other-model", "other-model"},
+		{"claude-sonnet-4-5-20250929", "claude-sonnet-4*"}, // the most specific pattern
+		{"claude-haiku", "claude-*"},
+		{"claude-*", "claude-*"},
+		{"gpt-4o-mini", "other"},
+		{"GPT-4O", "other"},
+		{"", "other"},
+		{strings.Repeat("x", 100000), "other"},
+		{"evil\"} 1\ntoolgate_calls_total{x=\"", "other"},
+		{"claude-\n\x00\xff", "claude-*"}, // a configured pattern, whatever the bytes it matched
+	} {
+		if got := modelLabel(configured, c.name); got != c.want {
+			t.Errorf("modelLabel(%.40q) = %q, want %q", c.name, got, c.want)
+		}
+	}
+	if got := modelLabel(nil, "gpt-4o"); got != "other" {
+		t.Errorf("no configured models: %q", got)
 	}
 }
