@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv/probe"
 )
 
 // TestBusyboxAppletCorpus runs every case of testdata/applets.txt with the
@@ -309,27 +311,15 @@ func corpusServers(t *testing.T) []string {
 		"ECHOPORT=" + port(echo), "SILENTPORT=" + port(silent), "CLOSED=127.0.0.1:1"}
 }
 
-// listen serves each connection to a loopback port with serve, closing it
-// after, and returns the address.
+// listen serves each connection to a loopback port with serve (closing it
+// after) and returns the address.
 func listen(t *testing.T, serve func(net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				serve(c)
-			}()
-		}
-	}()
+	probe.Serve(t, ln, serve)
 	return ln.Addr().String()
 }
 
