@@ -12,13 +12,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 
 	"github.com/toolgate/toolgate/internal/adminclient"
 	"github.com/toolgate/toolgate/internal/approval"
 	"github.com/toolgate/toolgate/internal/auth"
+	"github.com/toolgate/toolgate/internal/connlimit"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/wire"
 )
@@ -94,11 +95,13 @@ func (s *Server) recordRefusal(r *http.Request, reason, via string) {
 	}
 }
 
-// remoteHost is who a refusal is counted against: the remote host of a TCP
-// request (its port changes with every connection), the socket otherwise.
+// remoteHost is who a refusal is counted against: the source of a TCP
+// request (connlimit.Source: this host's users together, a remote host by
+// its address, whatever port or loopback address it uses), the socket
+// otherwise.
 func remoteHost(r *http.Request) string {
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return host
+	if _, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		return connlimit.SourceOf(r.RemoteAddr)
 	}
 	return "admin.sock"
 }

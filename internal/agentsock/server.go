@@ -225,8 +225,9 @@ func (s *Server) listen(k Socket) (*listener, error) {
 	}
 	agent := k.Agent
 	srv := connlimit.Server(s.routes(), s.opts.Timeouts, slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelWarn))
+	base := srv.ConnContext
 	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		ctx = context.WithValue(ctx, agentKey, agent)
+		ctx = context.WithValue(base(ctx, c), agentKey, agent)
 		if p, ok := peerCred(c); ok {
 			ctx = context.WithValue(ctx, peerKey, p)
 		}

@@ -8,17 +8,19 @@ import "syscall"
 // streams, upstream MCP servers), so a flood on one door cannot leave
 // another, or the audit log, without a descriptor.
 type Budget struct {
-	Limit    uint64 // RLIMIT_NOFILE (soft) the budget was planned from
-	Admin    int    // the admin socket in the home
-	TCP      int    // gateway.listen
-	Agents   int    // all agent sockets together
-	PerAgent int    // one agent socket, so one sandbox cannot take the others' share
+	Limit     uint64 // RLIMIT_NOFILE (soft) the budget was planned from
+	Admin     int    // the admin socket in the home
+	TCP       int    // gateway.listen
+	PerSource int    // one source on TCP (Source: a remote host, or this host's users together)
+	Agents    int    // all agent sockets together
+	PerAgent  int    // one agent socket, so one sandbox cannot take the others' share
 }
 
 // Plan splits limit descriptors among the doors: a reserve of 256 plus an
 // eighth (at most half) stays free; of the rest the admin socket gets an
 // eighth, the TCP listener a quarter, the agent sockets five eighths, one
-// agent at most half of theirs. Each cap has a ceiling: past it more
+// agent at most half of theirs, one TCP source a quarter of the TCP
+// listener's. Each cap has a ceiling: past it more
 // connections buy nothing but memory.
 func Plan(limit uint64) Budget {
 	reserve := min(256+limit/8, limit/2)
@@ -30,6 +32,7 @@ func Plan(limit uint64) Budget {
 		Agents: clamp(avail*5/8, 16, 4096),
 	}
 	b.PerAgent = clamp(b.Agents/2, 8, 1024)
+	b.PerSource = clamp(b.TCP/4, 4, 256)
 	return b
 }
 

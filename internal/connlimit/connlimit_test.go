@@ -180,7 +180,7 @@ func TestPlan(t *testing.T) {
 	for _, limit := range []uint64{64, 256, 1024, 4096, 20000, 1 << 20, 1 << 40} {
 		b := connlimit.Plan(limit)
 		sum := uint64(b.Admin + b.TCP + b.Agents)
-		if sum >= limit || b.PerAgent > b.Agents || b.Admin <= 0 || b.TCP <= 0 || b.PerAgent <= 0 {
+		if sum >= limit || b.PerAgent > b.Agents || b.Admin <= 0 || b.TCP <= 0 || b.PerAgent <= 0 || b.PerSource <= 0 || b.PerSource*2 > b.TCP {
 			t.Errorf("Plan(%d) = %+v: caps sum to %d", limit, b, sum)
 		}
 		if limit >= 1024 && limit-sum < 256 {

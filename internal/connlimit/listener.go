@@ -7,6 +7,7 @@ package connlimit
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Pool is a count of connection slots several listeners share (the agent
@@ -24,6 +25,7 @@ type Listener struct {
 	net.Listener
 	own    Pool
 	shared Pool // nil: own cap only
+	srcs   *Sources
 	done   chan struct{}
 	once   sync.Once
 }
@@ -34,8 +36,25 @@ func Listen(ln net.Listener, n int, shared Pool) *Listener {
 	return &Listener{Listener: ln, own: NewPool(n), shared: shared, done: make(chan struct{})}
 }
 
-// Accept waits for a free slot, then for a connection.
+// LimitSources caps each source's connections with s (a TCP listener's);
+// call it before the listener serves.
+func (l *Listener) LimitSources(s *Sources) *Listener {
+	l.srcs = s
+	return l
+}
+
+// Accept waits for a free slot, then for a connection, and hands it on
+// unless its source refuses it.
 func (l *Listener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.accept()
+		if err != nil || l.srcs == nil || l.srcs.admit(c) {
+			return c, err
+		}
+	}
+}
+
+func (l *Listener) accept() (*Conn, error) {
 	select {
 	case l.own <- struct{}{}:
 	case <-l.done:
@@ -75,14 +94,29 @@ type Conn struct {
 	net.Conn
 	once    sync.Once
 	release func()
+	// source and sources: whom it counts against, when the listener
+	// limits sources; set before Accept returns it.
+	source    string
+	sources   *Sources
+	inRequest atomic.Bool // a handler is running for it
+	hijacked  atomic.Bool // a handler took it over: it is in use until closed
 }
 
 // Close closes the connection and frees its slot.
 func (c *Conn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.once.Do(func() {
+		if c.sources != nil {
+			c.sources.remove(c)
+		}
+		c.release()
+	})
 	return err
 }
+
+// idle reports whether c carries no request: nothing sent yet, or waiting
+// between requests.
+func (c *Conn) idle() bool { return !c.inRequest.Load() && !c.hijacked.Load() }
 
 // CloseWrite keeps the half-close a hijacked connection (egress) relies on.
 func (c *Conn) CloseWrite() error {

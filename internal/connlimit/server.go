@@ -1,8 +1,10 @@
 package connlimit
 
 import (
+	"context"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -22,13 +24,41 @@ var Defaults = Timeouts{Header: 10 * time.Second, Body: 60 * time.Second, Idle: 
 // timeout and no whole-request read timeout: exec output, egress tunnels and
 // MCP event streams live as long as their call; a route whose request body
 // is itself a stream (exec stdin, transcript ingestion) is marked Unbounded.
+//
+// The server also tells a listener that limits sources which connections
+// are in a request (ConnContext: a server that sets its own calls this
+// one's first).
 func Server(h http.Handler, t Timeouts, errLog *log.Logger) *http.Server {
 	return &http.Server{
-		Handler:           bodyDeadline(h, t.Body),
+		Handler:           inRequest(bodyDeadline(h, t.Body)),
 		ReadHeaderTimeout: t.Header,
 		IdleTimeout:       t.Idle,
 		ErrorLog:          errLog,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if lc, ok := c.(*Conn); ok {
+				ctx = context.WithValue(ctx, connKey{}, lc)
+			}
+			return ctx
+		},
+		ConnState: func(c net.Conn, s http.ConnState) {
+			if lc, ok := c.(*Conn); ok && s == http.StateHijacked {
+				lc.hijacked.Store(true)
+			}
+		},
 	}
+}
+
+type connKey struct{}
+
+// inRequest marks the connection in a request while h runs.
+func inRequest(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := r.Context().Value(connKey{}).(*Conn); ok {
+			c.inRequest.Store(true)
+			defer c.inRequest.Store(false)
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Unbounded marks a route whose request body streams for as long as the
@@ -36,6 +66,17 @@ func Server(h http.Handler, t Timeouts, errLog *log.Logger) *http.Server {
 func Unbounded(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Bounded marks a route whose answer is whole and small (/metrics): the
+// client has d to take it, so a client that stops reading cannot keep its
+// connection in a request, and out of reach of its source's other
+// connections (Sources).
+func Bounded(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
 		h.ServeHTTP(w, r)
 	})
 }

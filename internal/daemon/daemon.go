@@ -284,7 +284,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		Sessions: connlimit.Unbounded(&agentloop.Server{Model: d.models, Gateway: d.gw, Skills: d.door, // a session runs for minutes
 			Store: agentloop.NewStore(agentloop.SessionsDir(opts.Home)), Config: d.config, HasKey: d.hasKey})}
 	host := http.NewServeMux()
-	host.Handle("GET /metrics", d.metrics.Handler())
+	host.Handle("GET /metrics", connlimit.Bounded(d.metrics.Handler(), connlimit.Defaults.Header)) // no token: nobody may hold it open
 	host.Handle("/mcp", auth.Require(tokens, auth.ScopeMCP, mcp.RouteOptions(api.RefusalsVia(mcp.Via)))(d.door.Handler(mcp.TokenIdentity)))
 	d.dash = dashboard.New(dashboard.Options{Tokens: tokens, Index: d.index, Agents: d.status, Config: d.config,
 		Approvals: d.approvals, OnRefuse: api.RefusalsVia("dashboard"), Logger: log})
@@ -548,7 +548,7 @@ func (d *Daemon) listen(h http.Handler, cfg *config.Config) error {
 			ln.Close()
 			return fmt.Errorf("gateway.listen: %w", err)
 		}
-		lns = append(lns, connlimit.Listen(tcp, d.conns.TCP, nil))
+		lns = append(lns, connlimit.Listen(tcp, d.conns.TCP, nil).LimitSources(connlimit.NewSources(d.conns.PerSource, d.refuseConn)))
 	}
 	for _, l := range lns {
 		srv := connlimit.Server(h, connlimit.Defaults, slog.NewLogLogger(d.log.Handler(), slog.LevelWarn))
@@ -560,6 +560,18 @@ func (d *Daemon) listen(h http.Handler, cfg *config.Config) error {
 		}()
 	}
 	return nil
+}
+
+// refuseConn records a connection to gateway.listen refused because its
+// source held its limit, every one of those connections in a request.
+func (d *Daemon) refuseConn(source string, remote net.Addr, open int) {
+	call := &gateway.Call{Kind: gateway.KindAdmin, Tool: "connect", Via: "tcp",
+		Detail: map[string]any{"source": source, "remote": remote.String(), "open": open}}
+	err := d.gw.Refuse(source, call, gateway.Decision{Rule: connlimit.RuleSourceLimit,
+		Reason: fmt.Sprintf("%s holds %d connections to gateway.listen, each in a request: its limit", source, open)})
+	if errors.Is(err, gateway.ErrAuditUnavailable) {
+		d.log.Error("auditing a refused connection failed", "source", source, "err", err)
+	}
 }
 
 // removeStaleSocket deletes a socket file nobody answers on, and refuses to

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/connlimit"
+	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
@@ -187,4 +191,94 @@ func BenchmarkAgentCallUnderIdleFlood(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 		})
 	}
+}
+
+// TestHalfOpenFloodFromOneSource: 1,100 connections that never send a
+// request, all from loopback, used to keep every door of the TCP listener
+// closed. Loopback is one source however many addresses it uses, and a
+// source at its limit makes room by closing its oldest connection that
+// carries no request: the same source's next requests get the dashboard,
+// the admin API, /metrics and /mcp. With every one of its connections in a
+// request (live feeds), its next connection is refused on the record, and
+// the admin socket answers throughout.
+func TestHalfOpenFloodFromOneSource(t *testing.T) {
+	e := newEnv(t, "halfopen")
+	withNofile(t, 1024)
+	addr := e.startListening()
+	holdConns(t, addr, 1100)
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for _, c := range []struct {
+		method, path, token string
+		want                int
+	}{
+		{"GET", "/metrics", "", http.StatusOK},
+		{"GET", "/ui/", e.token, http.StatusOK},
+		{"GET", "/v1/agents", e.token, http.StatusOK},
+		{"POST", "/mcp", "", http.StatusUnauthorized},
+	} {
+		req, _ := http.NewRequest(c.method, "http://"+addr+c.path, nil)
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Errorf("%s %s under the flood: %v", c.method, c.path, err)
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s %s under the flood: %d, want %d", c.method, c.path, resp.StatusCode, c.want)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// Every connection of the source in a request: the next one is refused.
+	for i := range e.d.conns.PerSource {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "GET /ui/feed/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", e.token)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
+			t.Fatalf("live feed %d of %d: %q %v", i+1, e.d.conns.PerSource, line, err)
+		}
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if b, err := io.ReadAll(c); len(b) > 0 || isTimeout(err) {
+		t.Fatalf("a connection over the source's limit was answered: %q %v", b, err)
+	}
+	// The refusal is recorded beside the accept loop, not in it.
+	var refused []*gateway.Entry
+	for deadline := time.Now().Add(5 * time.Second); len(refused) == 0 && time.Now().Before(deadline); {
+		for _, en := range e.entries(audit.Filter{Type: string(gateway.KindAdmin), Decision: "deny"}) {
+			if en.Rule == connlimit.RuleSourceLimit {
+				refused = append(refused, en)
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling the log for the entry
+	}
+	if len(refused) != 1 || refused[0].Detail["source"] != "local" || refused[0].Via != "tcp" {
+		t.Fatalf("refusals on the record: %+v", refused)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := e.c.Call(ctx, e.agents[0], "echo", map[string]any{"argv": []string{"hi"}}, nil, nil); err != nil {
+		t.Fatalf("admin socket call with the source at its limit: %v", err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
