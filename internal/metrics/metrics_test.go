@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,4 +91,19 @@ func TestModelLabel(t *testing.T) {
 	if got := modelLabel(nil, "gpt-4o"); got != "other" {
 		t.Errorf("no configured models: %q", got)
 	}
+}
+
+// FuzzModelLabel: whatever name a request or an answer carries, its label
+// is one the configuration wrote, or "other".
+func FuzzModelLabel(f *testing.F) {
+	for _, s := range []string{"gpt-4o", "claude-sonnet-4-5", "", "claude-[", "a/b", "\xff\x00"} {
+		f.Add(s)
+	}
+	configured := []string{"claude-*", "claude-sonnet-4*", "gpt-4o", "[a-z]?-x", "bad["}
+	f.Fuzz(func(t *testing.T, name string) {
+		got := modelLabel(configured, name)
+		if got != "other" && !slices.Contains(configured, got) {
+			t.Fatalf("modelLabel(%q) = %q: not configured", name, got)
+		}
+	})
 }
