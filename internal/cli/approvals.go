@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -39,9 +38,7 @@ recorded in the call's audit entry.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rows)
+				return printJSON(out, rows)
 			}
 			if len(rows) == 0 {
 				fmt.Fprintln(out, "no calls are waiting for approval")
@@ -106,9 +103,7 @@ func newApprovalShowCmd(g *Globals) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(p)
+				return printJSON(out, p)
 			}
 			printPending(out, &p)
 			return nil
