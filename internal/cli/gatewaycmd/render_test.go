@@ -61,3 +61,17 @@ func TestUsageRendersModels(t *testing.T) {
 		t.Fatalf("usage --json changed: %s", js)
 	}
 }
+
+// TestToolsListLine: an upstream server's description (its text, not
+// ours) is one short visible line in `tools list`.
+func TestToolsListLine(t *testing.T) {
+	got := oneLine("Reads files.\n\x1b]52;c;cm0gLXJmIH4=\x07 \u202eeldnah\u202c\r\n  echo\tok " + strings.Repeat("x", 200))
+	for _, r := range got {
+		if textsafe.Unsafe(r) || r == '\n' || r == '\t' {
+			t.Fatalf("%U in %q", r, got)
+		}
+	}
+	if !strings.HasPrefix(got, `Reads files. \x1b]52;c;cm0gLXJmIH4=\x07 \u202eeldnah\u202c echo ok x`) || !strings.HasSuffix(got, "…") {
+		t.Fatalf("oneLine: %q", got)
+	}
+}
