@@ -208,8 +208,9 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 //
 // A call with input has it read whole first (readInput): a person approves
 // every byte the call will use, so the tool gets the very bytes they were
-// shown (in the streams returned), and the entries record their size and
-// SHA-256. An input that cannot be held for them denies the call.
+// shown (in the streams returned); a tool that holds its input says what it
+// is (InputHolder). The entries record its size and SHA-256. An input that
+// cannot be held for them denies the call.
 func (g *Gateway) ask(ctx context.Context, snap *Snapshot, call *Call, tool Tool, dec Decision, io *Streams) (Decision, *Streams, error) {
 	final := Decision{Rule: dec.Rule, Shadow: dec.Shadow}
 	if g.opts.Approvals == nil {
@@ -220,18 +221,24 @@ func (g *Gateway) ask(ctx context.Context, snap *Snapshot, call *Call, tool Tool
 	if call.Detail == nil {
 		call.Detail = map[string]any{}
 	}
-	if io != nil && io.Stdin != nil {
+	h, holds := tool.(InputHolder)
+	switch {
+	case io != nil && io.Stdin != nil:
 		in, err := readInput(ctx, io.Stdin)
 		if err != nil {
 			final.Reason = dec.Reason + " (" + err.Error() + ")"
 			return final, io, nil
 		}
 		call.Input = in
-		sum := sha256.Sum256(in)
-		call.Detail["input"] = map[string]any{"bytes": len(in), "sha256": hex.EncodeToString(sum[:])}
 		held := *io
 		held.Stdin = bytes.NewReader(in)
 		io = &held
+	case holds:
+		call.Input = h.HeldInput(call)
+	}
+	if call.Input != nil {
+		sum := sha256.Sum256(call.Input)
+		call.Detail["input"] = map[string]any{"bytes": len(call.Input), "sha256": hex.EncodeToString(sum[:])}
 	}
 	pending := g.entry(call, tool, dec)
 	pending.Phase = PhaseAsk

@@ -466,7 +466,7 @@ func (t *stdinTool) Run(ctx context.Context, call *Call, env *RunEnv) (*Result, 
 // that does not end, or a caller gone meanwhile denies the call unasked.
 func TestAskHoldsTheInput(t *testing.T) {
 	defer func(w time.Duration) { askInputWait = w }(askInputWait)
-	askInputWait = 50 * time.Millisecond
+	askInputWait = 500 * time.Millisecond
 	never, _ := io.Pipe()
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -479,7 +479,7 @@ func TestAskHoldsTheInput(t *testing.T) {
 		{"input shown and used", context.Background(), strings.NewReader("apply: harmless\n"), ""},
 		{"empty input", context.Background(), strings.NewReader(""), ""},
 		{"over the limit", context.Background(), strings.NewReader(strings.Repeat("x", MaxAskInput+1)), "over 1048576 bytes"},
-		{"never ends", context.Background(), never, "did not end within 50ms"},
+		{"never ends", context.Background(), never, "did not end within 500ms"},
 		{"caller gone", gone, never, "the caller went away"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -510,5 +510,28 @@ func TestAskHoldsTheInput(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// holdTool holds its input in the call, as the model door holds a body.
+type holdTool struct{ fakeTool }
+
+func (*holdTool) HeldInput(call *Call) []byte { return []byte("body of " + call.Tool) }
+
+// TestAskShowsHeldInput: a tool that holds its input has it shown to the
+// person and recorded by digest, as a streamed input is.
+func TestAskShowsHeldInput(t *testing.T) {
+	sink, ap := &memSink{}, &approveAll{}
+	g := New(Options{Audit: sink, Approvals: ap}, &Snapshot{Agents: map[string]AgentInfo{"a": {Name: "a"}},
+		Tools: map[string]Tool{"echo": &holdTool{}}, Decider: askAll{}})
+	if _, err := g.Handle(context.Background(), &Call{Agent: "a", Tool: "echo", Args: json.RawMessage(`{}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("body of echo"))
+	if len(ap.shown) != 1 || string(ap.shown[0]) != "body of echo" {
+		t.Fatalf("shown %q", ap.shown)
+	}
+	if in, _ := sink.entries[0].Detail["input"].(map[string]any); in["sha256"] != hex.EncodeToString(sum[:]) {
+		t.Fatalf("ask entry records input %v", sink.entries[0].Detail["input"])
 	}
 }
