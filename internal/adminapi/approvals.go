@@ -21,6 +21,16 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 	wire.WriteJSON(w, s.Approvals.List())
 }
 
+// getApproval answers one waiting call, all of it (its input uncut).
+func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) {
+	p, err := s.Approvals.Get(r.PathValue("id"))
+	if err != nil {
+		wire.WriteError(w, http.StatusNotFound, &wire.Error{Code: "not_found", Message: err.Error()})
+		return
+	}
+	wire.WriteJSON(w, p)
+}
+
 func (s *Server) answerApproval(w http.ResponseWriter, r *http.Request) {
 	var in adminclient.ApprovalAnswer
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAnswer))

@@ -58,6 +58,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/policy/eval", s.admin(s.eval))
 	if s.Approvals != nil {
 		mux.Handle("GET /v1/approvals", s.admin(s.listApprovals))
+		mux.Handle("GET /v1/approvals/{id}", s.admin(s.getApproval))
 		mux.Handle("POST /v1/approvals/{id}", s.admin(s.answerApproval))
 	}
 	if s.Sessions != nil {

@@ -258,6 +258,12 @@ func (c *Client) Approvals(ctx context.Context) ([]approval.Pending, error) {
 	return out, c.json(ctx, "GET", "/v1/approvals", nil, &out)
 }
 
+// Approval returns one waiting call, all of it (a list shortens inputs).
+func (c *Client) Approval(ctx context.Context, id string) (approval.Pending, error) {
+	var out approval.Pending
+	return out, c.json(ctx, "GET", "/v1/approvals/"+url.PathEscape(id), nil, &out)
+}
+
 // Answer approves or denies a waiting call.
 func (c *Client) Answer(ctx context.Context, id string, a ApprovalAnswer) error {
 	body, err := json.Marshal(a)

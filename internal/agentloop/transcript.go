@@ -6,11 +6,20 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/textsafe"
 )
 
 // Transcript renders a run's events for a person at a terminal: what the
 // model said (as it streams), each tool call with its decision and exit
-// code, a progress line per step, and how the run ended.
+// code, a progress line per step, and how the run ended. The model's words,
+// its calls and what they gave back are the sandbox's to choose: every one
+// is rendered by textsafe, so none reaches the terminal as a control
+// sequence, and each call is one line of its own. Only the transcript
+// writes at the second and fourth columns (a call's "→", its result's
+// "✓"/"✗"): the model's further lines are indented under its first, and
+// a call's output lines sit behind a "│", so neither can pass for a call
+// or a decision.
 type Transcript struct {
 	W     io.Writer
 	Agent string // for the hint on how to continue
@@ -20,13 +29,14 @@ type Transcript struct {
 	// their shell and still got the script is told why.
 	KeysHere []string
 	inText   bool // the model's text is being written
+	newLine  bool // … and its last character was a newline
 	limits   *Limits
 }
 
 func (t *Transcript) endText() {
 	if t.inText {
 		fmt.Fprintln(t.W)
-		t.inText = false
+		t.inText, t.newLine = false, false
 	}
 }
 
@@ -35,7 +45,8 @@ func (t *Transcript) Event(e Event) {
 	switch e.Type {
 	case "session":
 		t.limits = e.Limits
-		fmt.Fprintf(t.W, "session %s · agent %s · model %s via %s\n", e.Session, e.Agent, e.Model, e.Provider)
+		fmt.Fprintf(t.W, "session %s · agent %s · model %s via %s\n", textsafe.Line(e.Session), textsafe.Line(e.Agent),
+			textsafe.Line(e.Model), textsafe.Line(e.Provider))
 		if e.Scripted {
 			fmt.Fprintln(t.W, "NOTE: this model is SCRIPTED — a fixed file of turns served by toolgate itself, not a real LLM.")
 			if len(t.KeysHere) > 0 {
@@ -57,15 +68,15 @@ func (t *Transcript) Event(e Event) {
 			fmt.Fprint(t.W, "\nmodel: ")
 			t.inText = true
 		}
-		fmt.Fprint(t.W, e.Text)
+		t.text(textsafe.Text(e.Text))
 	case "call":
 		t.endText()
-		fmt.Fprintf(t.W, "  → %s %s\n", e.Tool, argSummary(e.Tool, e.Args))
+		fmt.Fprintf(t.W, "  → %s %s\n", textsafe.Line(e.Tool), argSummary(e.Args))
 	case "result":
 		t.endText()
 		switch e.Decision {
 		case "deny":
-			fmt.Fprintf(t.W, "    ✗ denied by %s: %s%s\n", e.Rule, e.Reason, idNote(e.ID))
+			fmt.Fprintf(t.W, "    ✗ denied by %s: %s%s\n", textsafe.Line(e.Rule), textsafe.Line(e.Reason), idNote(e.ID))
 			return // the model gets the same words
 		case "allow":
 			status := "ok"
@@ -80,7 +91,7 @@ func (t *Transcript) Event(e Event) {
 			fmt.Fprintf(t.W, "    ! %s\n", firstLine(e.Reason+" "+e.Output))
 		}
 		for _, l := range outputLines(e.Output, 4) {
-			fmt.Fprintf(t.W, "      %s\n", l)
+			fmt.Fprintf(t.W, "      │ %s\n", l)
 		}
 	case "step":
 		t.endText()
@@ -98,9 +109,30 @@ func (t *Transcript) Event(e Event) {
 		}
 		fmt.Fprintf(t.W, "\n%s after %d steps · %d tokens · %s\n", stopWords(e.Stop), e.Step, tokens, secs(e.Elapsed))
 		if e.Error != "" {
-			fmt.Fprintf(t.W, "  %s\n", e.Error)
+			fmt.Fprintf(t.W, "  %s\n", textsafe.Line(e.Error))
 		}
 		fmt.Fprintf(t.W, "continue with: toolgate agent %s --continue %s \"next task\"\n", t.Agent, e.Session)
+	}
+}
+
+// textIndent puts the model's further lines under its first, after "model: ".
+const textIndent = "       "
+
+// text writes a piece of the model's text, rendered, its lines after the
+// first indented (pieces may end or begin anywhere in a line).
+func (t *Transcript) text(s string) {
+	for s != "" {
+		if t.newLine {
+			fmt.Fprint(t.W, textIndent)
+			t.newLine = false
+		}
+		line, rest, nl := strings.Cut(s, "\n")
+		fmt.Fprint(t.W, line)
+		if nl {
+			fmt.Fprintln(t.W)
+			t.newLine = true
+		}
+		s = rest
 	}
 }
 
@@ -126,11 +158,11 @@ func idNote(id string) string {
 	if id == "" {
 		return ""
 	}
-	return " · audit " + id
+	return " · audit " + textsafe.Line(id)
 }
 
 // argSummary is a call's arguments in a line: the command, the path.
-func argSummary(tool string, args json.RawMessage) string {
+func argSummary(args json.RawMessage) string {
 	var a struct {
 		Command string   `json:"command"`
 		Argv    []string `json:"argv"`
@@ -143,13 +175,14 @@ func argSummary(tool string, args json.RawMessage) string {
 	case len(a.Argv) > 0:
 		return clip(strings.Join(a.Argv, " "), 120)
 	case a.Path != "":
-		return a.Path
+		return clip(a.Path, 120)
 	}
 	return clip(string(args), 120)
 }
 
 // outputLines is the start of what a call gave back: an exec's stdout and
-// stderr, a read's text, or the result as it is.
+// stderr, a read's text, or the result as it is; its lines rendered safe
+// (a tab stays a tab).
 func outputLines(out string, n int) []string {
 	var r struct {
 		Output struct {
@@ -170,7 +203,12 @@ func outputLines(out string, n int) []string {
 			lines = append(lines, "…")
 			break
 		}
-		lines = append(lines, clip(l, 160))
+		head, cut := textsafe.Cut(l, 160)
+		line := textsafe.Text(head)
+		if cut > 0 {
+			line += "…"
+		}
+		lines = append(lines, line)
 	}
 	if len(lines) == 1 && lines[0] == "" {
 		return nil
@@ -186,9 +224,8 @@ func firstLine(s string) string {
 	return clip(s, 160)
 }
 
+// clip is s in one line of at most n bytes, rendered safe.
 func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
+	line, _ := textsafe.Clip(s, n)
+	return line
 }

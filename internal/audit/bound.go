@@ -90,12 +90,8 @@ func (b *Bounder) small(raw []byte, known *secretSet) (json.RawMessage, bool) {
 		!utf8.Valid(raw) || bytes.Contains(raw, []byte("\u2028")) || bytes.Contains(raw, []byte("\u2029")) {
 		return nil, false
 	}
-	if known != nil {
-		for _, v := range known.values {
-			if bytes.Contains(raw, v) {
-				return nil, false
-			}
-		}
+	if known != nil && containsAny(raw, known.values) {
+		return nil, false
 	}
 	depth, inString := 0, false
 	for _, c := range raw {
@@ -119,22 +115,63 @@ func (b *Bounder) small(raw []byte, known *secretSet) (json.RawMessage, bool) {
 	return out.Bytes(), true
 }
 
+// Redact returns raw with every known secret value redacted and nothing
+// cut: what a person deciding on a call is shown (a waiting approval), who
+// must see all of it, through the same redaction as the log. Input that is
+// not one JSON value becomes {"invalidJSONBytes":N}, as with Bound.
+func (b *Bounder) Redact(raw json.RawMessage) json.RawMessage {
+	known := b.known.Load()
+	// Without a backslash every string is a substring of raw as it is
+	// (see small), so a secret not in raw is in none of them. Invalid UTF-8
+	// is made valid by the decoder, as in the log.
+	if utf8.Valid(raw) && (known == nil || (bytes.IndexByte(raw, '\\') < 0 && !containsAny(raw, known.values))) {
+		if !json.Valid(raw) {
+			return invalidJSON(raw)
+		}
+		return raw
+	}
+	return (&boundState{b: b, whole: true}).run(raw, known)
+}
+
+// RedactText returns s with every known secret value redacted.
+func (b *Bounder) RedactText(s string) string {
+	if known := b.known.Load(); known != nil {
+		return known.replacer.Replace(s)
+	}
+	return s
+}
+
+func containsAny(raw []byte, values [][]byte) bool {
+	for _, v := range values {
+		if bytes.Contains(raw, v) {
+			return true
+		}
+	}
+	return false
+}
+
 // decode bounds raw token by token.
 func (b *Bounder) decode(raw json.RawMessage, known *secretSet) json.RawMessage {
-	st := &boundState{b: b, dec: json.NewDecoder(bytes.NewReader(raw))}
+	return (&boundState{b: b}).run(raw, known)
+}
+
+// run copies raw's one JSON value to its output, bounded (or, with whole,
+// only redacted).
+func (s *boundState) run(raw json.RawMessage, known *secretSet) json.RawMessage {
 	if known != nil {
-		st.rep = known.replacer
+		s.rep = known.replacer
 	}
-	st.dec.UseNumber()
-	st.enc = json.NewEncoder(&st.out)
-	st.enc.SetEscapeHTML(false)
-	if err := st.value(0); err != nil {
+	s.dec = json.NewDecoder(bytes.NewReader(raw))
+	s.dec.UseNumber()
+	s.enc = json.NewEncoder(&s.out)
+	s.enc.SetEscapeHTML(false)
+	if err := s.value(0); err != nil {
 		return invalidJSON(raw)
 	}
-	if _, err := st.dec.Token(); err != io.EOF { // data after the value
+	if _, err := s.dec.Token(); err != io.EOF { // data after the value
 		return invalidJSON(raw)
 	}
-	return bytes.Clone(st.out.Bytes())
+	return bytes.Clone(s.out.Bytes())
 }
 
 func invalidJSON(raw []byte) json.RawMessage {
@@ -143,11 +180,12 @@ func invalidJSON(raw []byte) json.RawMessage {
 }
 
 type boundState struct {
-	b   *Bounder
-	rep *strings.Replacer
-	dec *json.Decoder
-	enc *json.Encoder
-	out bytes.Buffer
+	b     *Bounder
+	whole bool // redact only: no string, item, depth or budget limit
+	rep   *strings.Replacer
+	dec   *json.Decoder
+	enc   *json.Encoder
+	out   bytes.Buffer
 }
 
 // value copies one JSON value from the decoder to out, bounded.
@@ -158,7 +196,7 @@ func (s *boundState) value(depth int) error {
 	}
 	switch t := tok.(type) {
 	case json.Delim:
-		if depth >= maxDepth {
+		if depth >= maxDepth && !s.whole {
 			return s.skipDeep(t)
 		}
 		return s.container(t, depth)
@@ -203,7 +241,7 @@ func (s *boundState) container(open json.Delim, depth int) error {
 	s.out.WriteByte(byte(open))
 	n, cut := 0, 0
 	for s.dec.More() {
-		if n >= maxItems || s.out.Len() >= s.b.budget {
+		if !s.whole && (n >= maxItems || s.out.Len() >= s.b.budget) {
 			if obj {
 				if _, err := s.dec.Token(); err != nil {
 					return err
@@ -268,7 +306,10 @@ func (s *boundState) redact(v string) string {
 // rune boundaries, so the output is valid UTF-8.
 func (s *boundState) str(v string, bound bool) {
 	if bound {
-		v = gateway.Cut(s.redact(v), s.b.maxString)
+		v = s.redact(v)
+		if !s.whole {
+			v = gateway.Cut(v, s.b.maxString)
+		}
 	}
 	_ = s.enc.Encode(v) // a string always encodes
 	s.out.Truncate(s.out.Len() - 1)

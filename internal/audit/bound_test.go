@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -99,6 +100,22 @@ func FuzzBound(f *testing.F) {
 		if strings.Contains(string(out), "SECRET") {
 			t.Fatalf("secret leaked: %s", out)
 		}
+		// Redact keeps everything but the secret: the same value as the
+		// input's, once the secret is put back.
+		red := b.Redact(in)
+		if !utf8.Valid(red) {
+			t.Fatalf("Redact(%q) = %q, not UTF-8", in, red)
+		}
+		if json.Valid(in) {
+			var got, want any
+			back := bytes.ReplaceAll(red, []byte(redacted), []byte("SECRET"))
+			if json.Unmarshal(back, &got) != nil || json.Unmarshal(in, &want) != nil || !reflect.DeepEqual(got, want) ||
+				strings.Contains(string(red), "SECRET") {
+				t.Fatalf("Redact(%q) = %q", in, red)
+			}
+		} else if !bytes.HasPrefix(red, []byte(`{"invalidJSONBytes":`)) {
+			t.Fatalf("Redact of invalid JSON %q: %q", in, red)
+		}
 		known := b.known.Load()
 		if fast, ok := b.small(in, known); ok {
 			if slow := b.decode(in, known); !bytes.Equal(fast, slow) {
@@ -106,6 +123,31 @@ func FuzzBound(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRedact: a person deciding on a call sees every byte of its arguments
+// but the secrets, however they are spelled.
+func TestRedact(t *testing.T) {
+	b := NewBounder(16)
+	b.AddSecrets("hunter2-token")
+	long := strings.Repeat("x", 100)
+	deep := strings.Repeat("[", 40) + strings.Repeat("]", 40)
+	for _, c := range []struct{ in, want string }{
+		{`{"command":"` + long + `"}`, `{"command":"` + long + `"}`}, // nothing cut
+		{deep, deep},
+		{`{"command":"curl -H 'Authorization: hunter2-token' x"}`, `{"command":"curl -H 'Authorization: [REDACTED]' x"}`},
+		{`{"pw":"hunter2-tok\u0065n"}`, `{"pw":"[REDACTED]"}`},
+		{`{"hunter2-token":1, "n": 123456789012345678901}`, `{"[REDACTED]":1,"n":123456789012345678901}`},
+		{`{"a":`, `{"invalidJSONBytes":5}`},
+		{"\"a\xffb\"", "\"a\ufffdb\""},
+	} {
+		if got := string(b.Redact(json.RawMessage(c.in))); got != c.want {
+			t.Errorf("Redact(%s) = %s, want %s", c.in, got, c.want)
+		}
+	}
+	if got := b.RedactText("stdin: hunter2-token\n"); got != "stdin: [REDACTED]\n" {
+		t.Errorf("RedactText: %q", got)
+	}
 }
 
 // The usual arguments take the short way; what it cannot vouch for does not.

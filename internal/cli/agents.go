@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/textsafe"
 )
 
 func newAgentsCmd(g *Globals) *cobra.Command {
@@ -31,13 +32,14 @@ func newAgentsCmd(g *Globals) *cobra.Command {
 					uptime = time.Since(r.StartedAt).Round(time.Second).String()
 				}
 				state := r.State
-				if r.Error != "" {
+				if r.Error != "" { // a sandbox's error may quote what ran in it
 					state += " (" + r.Error + ")"
 				}
 				if r.Waiting > 0 {
 					state += fmt.Sprintf(" (%d calls waiting)", r.Waiting)
 				}
-				fmt.Fprintf(tw, "%s\t%.12s\t%s\t%s\t%s\t%d\t%d\n", r.Agent, r.Container, r.Image, state, uptime, r.Calls, r.Denials)
+				fmt.Fprintf(tw, "%s\t%.12s\t%s\t%s\t%s\t%d\t%d\n", textsafe.Line(r.Agent), textsafe.Line(r.Container), textsafe.Line(r.Image),
+					textsafe.Line(state), uptime, r.Calls, r.Denials)
 			}
 			return tw.Flush()
 		},

@@ -26,9 +26,7 @@ func newCallCmd(g *Globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(res)
+			return printJSON(os.Stdout, res)
 		},
 	}
 	cmd.Flags().StringVar(&args, "args", "{}", "arguments as a JSON object")

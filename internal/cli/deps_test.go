@@ -24,6 +24,7 @@ var toolgateLinks = []string{
 	"github.com/toolgate/toolgate/internal/gateway",
 	"github.com/toolgate/toolgate/internal/hooks",
 	"github.com/toolgate/toolgate/internal/proto",
+	"github.com/toolgate/toolgate/internal/textsafe",
 }
 
 // toolgateNeverLinks are standard packages toolgate-cli must not

@@ -219,7 +219,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	aw := d.audit
 	d.bounder = audit.NewBounder(cfg.Gateway.Audit.MaxArgBytes)
 	d.bounder.AddSecrets(built.Secrets.Values()...)
-	d.approvals = approval.New()
+	d.approvals = approval.New(d.bounder) // a waiting call shows what its entries record
 	d.rates = ratelimit.New()
 	d.rates.Configure(cfg)
 	d.metrics = d.newMetrics()

@@ -26,6 +26,7 @@ import (
 	"github.com/toolgate/toolgate/internal/auditindex"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/config"
+	"github.com/toolgate/toolgate/internal/textsafe"
 )
 
 // Prefix is where the dashboard is mounted.
@@ -79,7 +80,10 @@ func New(opts Options) *Dashboard {
 	}
 	d := &Dashboard{opts: opts, pages: map[string]*template.Template{}, csrfKey: make([]byte, 32), done: make(chan struct{})}
 	_, _ = rand.Read(d.csrfKey)
-	funcs := template.FuncMap{"ago": ago, "short": short, "since": since}
+	// line and text render what an agent controls (textsafe): html/template
+	// escapes markup, not the bidirectional overrides and invisible
+	// characters that reorder or hide what a person reads.
+	funcs := template.FuncMap{"ago": ago, "short": short, "since": since, "line": textsafe.Line, "text": textsafe.Text}
 	for _, p := range []string{"login", "agents", "feed", "session", "entry", "denials", "policy", "approvals"} {
 		d.pages[p] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(web, "web/layout.html", "web/"+p+".html"))
 	}
@@ -296,9 +300,9 @@ func since(t time.Time) string {
 	return time.Since(t).Round(time.Second).String()
 }
 
+// short is the start of an id or a session, rendered safe (a session is
+// a hint from a request).
 func short(s string) string {
-	if len(s) > 12 {
-		return s[:12]
-	}
-	return s
+	head, _ := textsafe.Cut(s, 12)
+	return textsafe.Line(head)
 }

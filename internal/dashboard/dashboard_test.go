@@ -92,7 +92,7 @@ func TestAccess(t *testing.T) {
 	admin, _, _ := store.Create(auth.ScopeAdmin, "", 0)
 	mcpTok, _, _ := store.Create(auth.ScopeMCP, "a", 0)
 	var refused []string
-	d := New(Options{Tokens: store, Approvals: approval.New(),
+	d := New(Options{Tokens: store, Approvals: approval.New(nil),
 		Agents:   func(context.Context) ([]adminclient.AgentStatus, error) { return nil, nil },
 		Config:   func() *config.Config { return &config.Config{} },
 		OnRefuse: func(r *http.Request, reason string) { refused = append(refused, reason) }})

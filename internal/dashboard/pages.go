@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/auditindex"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/textsafe"
 )
 
 // feedPage is how many entries the feed and the denials list show.
@@ -62,7 +63,8 @@ func filter(r *http.Request) auditindex.Query {
 		Decision: q.Get("decision"), Rule: q.Get("rule"), Session: q.Get("session"), Text: q.Get("text")}
 }
 
-// row is one entry as the feed shows it.
+// row is one entry as the feed shows it: what a request carried rendered
+// safe (textsafe), but for the ID and Session the links are made of.
 type row struct {
 	Seq      int64   `json:"seq"`
 	TS       string  `json:"ts"`
@@ -76,13 +78,15 @@ type row struct {
 	Rule     string  `json:"rule"`
 	Reason   string  `json:"reason"`
 	Session  string  `json:"session"`
+	Shown    string  `json:"sessionShown"` // the session's start, rendered safe
 	Ms       float64 `json:"ms"`
 }
 
 func rowOf(h auditindex.Hit) row {
 	e := h.Entry
-	r := row{Seq: h.Seq, TS: ago(e.TS), ID: e.ID, Phase: e.Phase, Agent: e.Agent, Type: string(e.Type), Tool: e.Tool,
-		Via: e.Via, Decision: e.Decision, Rule: e.Rule, Reason: e.Reason, Session: e.Session}
+	r := row{Seq: h.Seq, TS: ago(e.TS), ID: e.ID, Phase: e.Phase, Agent: textsafe.Line(e.Agent), Type: string(e.Type), Tool: textsafe.Line(e.Tool),
+		Via: textsafe.Line(e.Via), Decision: textsafe.Line(e.Decision), Rule: textsafe.Line(e.Rule), Reason: textsafe.Line(e.Reason),
+		Session: e.Session, Shown: short(e.Session)}
 	if e.DurationMs != nil {
 		r.Ms = *e.DurationMs
 	}
@@ -157,7 +161,7 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, h := range hits {
 			b, _ := json.Marshal(rowOf(h))
-			fmt.Fprintf(w, "id: %d\ndata: %s\n\n", h.Seq, b)
+			fmt.Fprintf(w, "id: %d\ndata: %s\n\n", h.Seq, textsafe.JSON(b)) // the session's raw bytes as \u escapes
 			q.After = h.Seq
 		}
 		if len(hits) > 0 || err != nil {
@@ -278,7 +282,7 @@ func (d *Dashboard) entry(w http.ResponseWriter, r *http.Request) {
 	for _, h := range hits {
 		c := checked{Seq: h.Seq, Entry: h.Entry, Parent: h.Entry.Parent}
 		b, _ := json.MarshalIndent(h.Entry, "", "  ")
-		c.JSON = string(b)
+		c.JSON = string(textsafe.JSON(b))
 		if _, err := audit.CheckLine(h.Line); err != nil {
 			c.Hash = err.Error()
 		}

@@ -51,6 +51,12 @@ type Call struct {
 	Host    string   // egress
 	Port    int      // egress
 
+	// Input is the call's whole standard input when a rule sent the call to
+	// a person: read before they are asked (at most MaxAskInput bytes),
+	// shown to them, bound by their approval, then given to the tool. Nil
+	// for every other call (its input streams).
+	Input []byte
+
 	// Detail carries type-specific facts for the audit entry (peer credentials,
 	// egress addresses …). Keys are JSON field names.
 	Detail map[string]any

@@ -1,10 +1,14 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"sync"
@@ -130,7 +134,7 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 	tool, dec := g.decide(ctx, snap, call)
 	if dec.Ask {
 		var err error
-		if dec, err = g.ask(ctx, snap, call, tool, dec); err != nil {
+		if dec, io, err = g.ask(ctx, snap, call, tool, dec, io); err != nil {
 			return nil, err
 		}
 	}
@@ -201,28 +205,95 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 // returns the final decision, with who answered and when in its detail.
 // Without an approver, or when the ask cannot be recorded, nobody can
 // answer: the call is denied (or refused).
-func (g *Gateway) ask(ctx context.Context, snap *Snapshot, call *Call, tool Tool, dec Decision) (Decision, error) {
+//
+// A call with input has it read whole first (readInput): a person approves
+// every byte the call will use, so the tool gets the very bytes they were
+// shown (in the streams returned); a tool that holds its input says what it
+// is (InputHolder). The entries record its size and SHA-256. An input that
+// cannot be held for them denies the call.
+func (g *Gateway) ask(ctx context.Context, snap *Snapshot, call *Call, tool Tool, dec Decision, io *Streams) (Decision, *Streams, error) {
 	final := Decision{Rule: dec.Rule, Shadow: dec.Shadow}
 	if g.opts.Approvals == nil {
 		final.Reason = dec.Reason + " (asks a person, and this gateway has no one to ask)"
-		return final, nil
+		return final, io, nil
+	}
+	call.Detail = maps.Clone(call.Detail)
+	if call.Detail == nil {
+		call.Detail = map[string]any{}
+	}
+	h, holds := tool.(InputHolder)
+	switch {
+	case io != nil && io.Stdin != nil:
+		in, err := readInput(ctx, io.Stdin)
+		if err != nil {
+			final.Reason = dec.Reason + " (" + err.Error() + ")"
+			return final, io, nil
+		}
+		call.Input = in
+		held := *io
+		held.Stdin = bytes.NewReader(in)
+		io = &held
+	case holds:
+		call.Input = h.HeldInput(call)
+	}
+	if call.Input != nil {
+		sum := sha256.Sum256(call.Input)
+		call.Detail["input"] = map[string]any{"bytes": len(call.Input), "sha256": hex.EncodeToString(sum[:])}
 	}
 	pending := g.entry(call, tool, dec)
 	pending.Phase = PhaseAsk
 	if err := g.opts.Audit.Append(pending); err != nil {
 		g.opts.Logger.Error("audit append failed; call refused", "id", call.ID, "agent", call.Agent, "tool", call.Tool, "err", err)
-		return final, fmt.Errorf("%w: %v", ErrAuditUnavailable, err)
+		return final, io, fmt.Errorf("%w: %v", ErrAuditUnavailable, err)
 	}
 	a := g.opts.Approvals.Await(ctx, call, dec, snap.Agents[call.Agent].AskTimeout)
 	final.Allow = a.Allow
 	final.Reason = dec.Reason + " — " + a.Reason
-	call.Detail = maps.Clone(call.Detail)
-	if call.Detail == nil {
-		call.Detail = map[string]any{}
-	}
 	call.Detail["approval"] = map[string]any{"outcome": a.Outcome, "by": a.By, "at": a.At.UTC(),
 		"waitedMs": float64(a.Waited.Microseconds()) / 1000}
-	return final, nil
+	return final, io, nil
+}
+
+// MaxAskInput bounds the input of a call that asks a person: it is held
+// in memory, shown and bound whole before they answer.
+const MaxAskInput = 1 << 20
+
+// askInputWait bounds how long the input of a call that asks a person may
+// take to end: the call sends it whole before anyone is asked. A variable
+// for the tests.
+var askInputWait = 10 * time.Second
+
+// readInput reads a call's whole input for a person to see. A read still
+// blocked when it gives up ends when the door closes the input, as every
+// door does once Handle returns.
+func readInput(ctx context.Context, r io.Reader) ([]byte, error) {
+	type read struct {
+		b   []byte
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		b, err := io.ReadAll(io.LimitReader(r, MaxAskInput+1))
+		done <- read{b, err}
+	}()
+	wait := time.NewTimer(askInputWait)
+	defer wait.Stop()
+	select {
+	case rd := <-done:
+		switch {
+		case rd.err != nil:
+			return nil, fmt.Errorf("its input could not be read: %v", rd.err)
+		case len(rd.b) > MaxAskInput:
+			return nil, fmt.Errorf("its input is over %d bytes, more than a person is shown to approve", MaxAskInput)
+		case rd.b == nil:
+			rd.b = []byte{}
+		}
+		return rd.b, nil
+	case <-wait.C:
+		return nil, fmt.Errorf("its input did not end within %s; a call that asks a person sends its whole input first", askInputWait)
+	case <-ctx.Done():
+		return nil, errors.New("the caller went away while its input was read")
+	}
 }
 
 func (g *Gateway) observe(cs CallStats) {

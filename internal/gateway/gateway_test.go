@@ -1,13 +1,18 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // memSink records entries in memory; fail makes every Append fail.
@@ -423,5 +428,110 @@ func TestObservers(t *testing.T) {
 	}
 	if end := rec.stats[1]; end.Decision != "allow" || end.Tool != "echo" || !end.Start.Equal(rec.stats[0].Start) {
 		t.Errorf("end stats: %+v", end)
+	}
+}
+
+// askAll sends every call to a person.
+type askAll struct{}
+
+func (askAll) Decide(*Call) Decision {
+	return Decision{Ask: true, Rule: "ask-all", Reason: "a person decides"}
+}
+
+// approveAll approves every call, keeping the input each was shown.
+type approveAll struct {
+	mu    sync.Mutex
+	shown [][]byte
+}
+
+func (a *approveAll) Await(_ context.Context, call *Call, _ Decision, _ time.Duration) Approval {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.shown = append(a.shown, call.Input)
+	return Approval{Allow: true, Outcome: "approved", By: "test"}
+}
+
+// stdinTool reads its whole input.
+type stdinTool struct{ fakeTool }
+
+func (t *stdinTool) Run(ctx context.Context, call *Call, env *RunEnv) (*Result, error) {
+	b, err := io.ReadAll(env.IO.Stdin)
+	code := 0
+	return &Result{ExitCode: &code, Output: string(b)}, err
+}
+
+// TestAskHoldsTheInput: a call that asks a person has its input read whole
+// first; the person is shown it, the tool gets those very bytes, and the
+// entries record their size and digest. An input too large to show, one
+// that does not end, or a caller gone meanwhile denies the call unasked.
+func TestAskHoldsTheInput(t *testing.T) {
+	defer func(w time.Duration) { askInputWait = w }(askInputWait)
+	askInputWait = 500 * time.Millisecond
+	never, _ := io.Pipe()
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, c := range []struct {
+		name   string
+		ctx    context.Context
+		stdin  io.Reader
+		denied string // "" when approved
+	}{
+		{"input shown and used", context.Background(), strings.NewReader("apply: harmless\n"), ""},
+		{"empty input", context.Background(), strings.NewReader(""), ""},
+		{"over the limit", context.Background(), strings.NewReader(strings.Repeat("x", MaxAskInput+1)), "over 1048576 bytes"},
+		{"never ends", context.Background(), never, "did not end within 500ms"},
+		{"caller gone", gone, never, "the caller went away"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sink, ap, tool := &memSink{}, &approveAll{}, &stdinTool{}
+			g := New(Options{Audit: sink, Approvals: ap}, &Snapshot{Agents: map[string]AgentInfo{"a": {Name: "a"}},
+				Tools: map[string]Tool{"echo": tool}, Decider: askAll{}})
+			var sent []byte
+			if c.denied == "" {
+				sent, _ = io.ReadAll(c.stdin)
+				c.stdin = bytes.NewReader(sent)
+			}
+			res, err := g.Handle(c.ctx, &Call{Agent: "a", Tool: "echo", Args: json.RawMessage(`{}`)}, &Streams{Stdin: c.stdin})
+			if c.denied != "" {
+				var d *DeniedError
+				if !errors.As(err, &d) || d.Decision.Rule != "ask-all" || !strings.Contains(d.Decision.Reason, c.denied) || len(ap.shown) != 0 {
+					t.Fatalf("want a denial by ask-all saying %q, nobody asked; got %v (asked %d)", c.denied, err, len(ap.shown))
+				}
+				return
+			}
+			if err != nil || res.Output != string(sent) || len(ap.shown) != 1 || !bytes.Equal(ap.shown[0], sent) || ap.shown[0] == nil {
+				t.Fatalf("tool got %v (%v), person shown %q; sent %q", res, err, ap.shown, sent)
+			}
+			sum := sha256.Sum256(sent)
+			for _, e := range sink.entries {
+				in, _ := e.Detail["input"].(map[string]any)
+				if in["bytes"] != len(sent) || in["sha256"] != hex.EncodeToString(sum[:]) {
+					t.Errorf("%s entry records input %v", e.Phase, e.Detail["input"])
+				}
+			}
+		})
+	}
+}
+
+// holdTool holds its input in the call, as the model door holds a body.
+type holdTool struct{ fakeTool }
+
+func (*holdTool) HeldInput(call *Call) []byte { return []byte("body of " + call.Tool) }
+
+// TestAskShowsHeldInput: a tool that holds its input has it shown to the
+// person and recorded by digest, as a streamed input is.
+func TestAskShowsHeldInput(t *testing.T) {
+	sink, ap := &memSink{}, &approveAll{}
+	g := New(Options{Audit: sink, Approvals: ap}, &Snapshot{Agents: map[string]AgentInfo{"a": {Name: "a"}},
+		Tools: map[string]Tool{"echo": &holdTool{}}, Decider: askAll{}})
+	if _, err := g.Handle(context.Background(), &Call{Agent: "a", Tool: "echo", Args: json.RawMessage(`{}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("body of echo"))
+	if len(ap.shown) != 1 || string(ap.shown[0]) != "body of echo" {
+		t.Fatalf("shown %q", ap.shown)
+	}
+	if in, _ := sink.entries[0].Detail["input"].(map[string]any); in["sha256"] != hex.EncodeToString(sum[:]) {
+		t.Fatalf("ask entry records input %v", sink.entries[0].Detail["input"])
 	}
 }

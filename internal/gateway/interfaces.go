@@ -63,6 +63,14 @@ type AuditArgs interface {
 	AuditArgs(call *Call) json.RawMessage
 }
 
+// InputHolder is a tool whose call carries, beyond its arguments, bytes in
+// hand that it will use (a model request's body). A person asked about the
+// call is shown them and an approval binds them, as it does a streamed
+// input, which the gateway reads whole first (Call.Input).
+type InputHolder interface {
+	HeldInput(call *Call) []byte
+}
+
 // AgentInfo is what tools need to know about the calling agent.
 type AgentInfo struct {
 	Name      string

@@ -176,6 +176,15 @@ func (t *Tool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
 	return nil
 }
 
+// HeldInput implements gateway.InputHolder: the request body as it will be
+// sent, which a person asked about the call sees and an approval binds.
+func (t *Tool) HeldInput(call *gateway.Call) []byte {
+	if ex, ok := call.Prepared.(*exchange); ok {
+		return ex.body
+	}
+	return nil
+}
+
 // prepareRecorded prepares a call read back from the audit log (replay):
 // the facts and what was spent are the recorded ones, never measured anew.
 // Such a call has no request to run: Run refuses it.

@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/textsafe"
 )
 
 func newAuditCmd(g *cli.Globals) *cobra.Command {
@@ -144,10 +145,15 @@ func newAuditShowCmd(g *cli.Globals) *cobra.Command {
 			if len(entries) == 0 {
 				return errors.New("no audit entry with id " + args[0])
 			}
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
+			// The same JSON for any reader, its strings' control and
+			// format characters written as \u escapes: printed to a
+			// terminal, an entry cannot act on it.
 			for _, e := range entries {
-				if err := enc.Encode(e); err != nil {
+				b, err := json.MarshalIndent(e, "", "  ")
+				if err != nil {
+					return err
+				}
+				if _, err := os.Stdout.Write(append(textsafe.JSON(b), '\n')); err != nil {
 					return err
 				}
 			}
@@ -161,17 +167,21 @@ func newAuditShowCmd(g *cli.Globals) *cobra.Command {
 // printEntry writes one entry as a line for people.
 func printEntry(e *gateway.Entry) error { return printEntryTo(os.Stdout, e) }
 
+// printEntryTo writes e as one line. Every field a request could carry
+// (the agent's tool names, arguments, reasons quoting them) is rendered by
+// textsafe: nothing in an entry can reach the terminal as a control
+// sequence or start a line of its own.
 func printEntryTo(w io.Writer, e *gateway.Entry) error {
 	var b strings.Builder
 	// The whole id: it is what `audit show` takes, and its leading digits
 	// are a timestamp, so a prefix does not tell calls apart.
-	fmt.Fprintf(&b, "%s  %s  %-8s %-6s %-9s %-10s %-5s", e.TS.Local().Format("15:04:05.000"), e.ID, e.Phase,
-		orDash(e.Agent), e.Type, e.Tool, e.Decision)
+	fmt.Fprintf(&b, "%s  %s  %-8s %-6s %-9s %-10s %-5s", e.TS.Local().Format("15:04:05.000"), textsafe.Line(e.ID), e.Phase,
+		textsafe.Line(orDash(e.Agent)), e.Type, textsafe.Line(e.Tool), textsafe.Line(e.Decision))
 	if e.Rule != "" {
-		fmt.Fprintf(&b, " [%s]", e.Rule)
+		fmt.Fprintf(&b, " [%s]", textsafe.Line(e.Rule))
 	}
 	if e.Reason != "" && e.Decision == "deny" {
-		fmt.Fprintf(&b, " %s", e.Reason)
+		fmt.Fprintf(&b, " %s", textsafe.Line(e.Reason))
 	}
 	if e.ExitCode != nil {
 		fmt.Fprintf(&b, " exit=%d", *e.ExitCode)
@@ -183,10 +193,7 @@ func printEntryTo(w io.Writer, e *gateway.Entry) error {
 		fmt.Fprintf(&b, " error=%q", e.Error)
 	}
 	if len(e.Args) > 0 && e.Phase == gateway.PhaseDecision {
-		args := string(e.Args)
-		if len(args) > 120 {
-			args = args[:120] + "…"
-		}
+		args, _ := textsafe.Clip(string(e.Args), 120)
 		fmt.Fprintf(&b, " %s", args)
 	}
 	_, err := fmt.Fprintln(w, b.String())

@@ -17,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/secrets"
+	"github.com/toolgate/toolgate/internal/textsafe"
 )
 
 // openIndex opens the audit index beside the log and catches it up, so an
@@ -136,7 +137,7 @@ func queryFleet(cmd *cobra.Command, g *cli.Globals, q auditindex.Query, format s
 		return fmt.Errorf("fleet database %s: %w", auditpg.Redact(cfg.Gateway.Audit.Postgres.DSN), err)
 	}
 	return printHits(cmd.OutOrStdout(), hits, format, func(h auditpg.Hit) (string, *gateway.Entry) {
-		return fmt.Sprintf("%-7d %-20s ", h.N, h.Gateway), h.Entry
+		return fmt.Sprintf("%-7d %-20s ", h.N, textsafe.Line(h.Gateway)), h.Entry
 	})
 }
 

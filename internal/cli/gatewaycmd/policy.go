@@ -18,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/replay"
+	"github.com/toolgate/toolgate/internal/textsafe"
 )
 
 func newPolicyCmd(g *cli.Globals) *cobra.Command {
@@ -241,7 +242,8 @@ a call whose arguments were cut when recorded is marked approximate (~).`,
 					change = "same"
 				}
 				fmt.Fprintf(out, "%s %s %s %-8s %-10s %-16s %s(%s) → %s(%s): %s\n", mark, o.TS.Local().Format("2006-01-02 15:04:05"),
-					o.ID, o.Agent, o.Tool, change, o.Was.Verdict(), o.Was.Rule, o.Now.Verdict(), o.Now.Rule, o.Now.Reason)
+					textsafe.Line(o.ID), textsafe.Line(o.Agent), textsafe.Line(o.Tool), change, o.Was.Verdict(), textsafe.Line(o.Was.Rule),
+					o.Now.Verdict(), textsafe.Line(o.Now.Rule), textsafe.Line(o.Now.Reason))
 				return nil
 			})
 			if err != nil {

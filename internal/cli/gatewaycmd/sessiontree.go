@@ -8,6 +8,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/auditindex"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/textsafe"
 )
 
 // sessionEntries returns every entry of a session, oldest first: from the
@@ -91,7 +92,7 @@ func printSessionTree(w io.Writer, session string, entries []*gateway.Entry) {
 			denied++
 		}
 	}
-	fmt.Fprintf(w, "session %s: %d calls, %d denied\n", session, len(order), denied)
+	fmt.Fprintf(w, "session %s: %d calls, %d denied\n", textsafe.Line(session), len(order), denied)
 	var walk func(cs []*sessionCall, depth int)
 	walk = func(cs []*sessionCall, depth int) {
 		for _, c := range cs {
@@ -103,13 +104,14 @@ func printSessionTree(w io.Writer, session string, entries []*gateway.Entry) {
 }
 
 // sessionLine is one call in a line: what it was, how it was decided, how
-// it ended.
+// it ended. What a request carried (tool names, arguments, reasons quoting
+// them) is rendered by textsafe, so no call can draw a line of its own.
 func sessionLine(c *sessionCall) string {
 	e, r := c.first, c.last
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s %s %s", e.TS.Local().Format("15:04:05.000"), e.Type, e.Tool, r.Decision)
+	fmt.Fprintf(&b, "%s %s %s %s", e.TS.Local().Format("15:04:05.000"), e.Type, textsafe.Line(e.Tool), textsafe.Line(r.Decision))
 	if r.Rule != "" && r.Decision != "allow" {
-		fmt.Fprintf(&b, " [%s] %s", r.Rule, r.Reason)
+		fmt.Fprintf(&b, " [%s] %s", textsafe.Line(r.Rule), textsafe.Line(r.Reason))
 	}
 	if what := callSummary(e); what != "" {
 		fmt.Fprintf(&b, " %s", what)
@@ -123,7 +125,7 @@ func sessionLine(c *sessionCall) string {
 			fmt.Fprintf(&b, " tokens=%d/%d", int64(in), int64(out))
 		}
 		if s, ok := r.Detail["stopReason"].(string); ok {
-			fmt.Fprintf(&b, " stop=%s", s)
+			fmt.Fprintf(&b, " stop=%s", textsafe.Line(s))
 		}
 	}
 	if r.DurationMs != nil {
@@ -132,16 +134,18 @@ func sessionLine(c *sessionCall) string {
 	if r.Error != "" {
 		fmt.Fprintf(&b, " error=%q", r.Error)
 	}
-	fmt.Fprintf(&b, " (%s)", e.ID)
+	fmt.Fprintf(&b, " (%s)", textsafe.Line(e.ID))
 	return b.String()
 }
 
-// callSummary is the gist of a call's arguments: a command, a path, a model.
+// callSummary is the gist of a call's arguments, rendered safe: a command,
+// a path, a model.
 func callSummary(e *gateway.Entry) string {
 	m := (&gateway.Call{Args: e.Args}).ArgsMap()
 	for _, k := range []string{"command", "path", "model", "host"} {
 		if s, ok := m[k].(string); ok && s != "" {
-			return clipText(s, 80)
+			line, _ := textsafe.Clip(s, 80)
+			return line
 		}
 	}
 	if argv, ok := m["argv"].([]any); ok {
@@ -149,14 +153,8 @@ func callSummary(e *gateway.Entry) string {
 		for _, a := range argv {
 			parts = append(parts, fmt.Sprint(a))
 		}
-		return clipText(strings.Join(parts, " "), 80)
+		line, _ := textsafe.Clip(strings.Join(parts, " "), 80)
+		return line
 	}
 	return ""
-}
-
-func clipText(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/plugin"
 	"github.com/toolgate/toolgate/internal/secrets"
+	"github.com/toolgate/toolgate/internal/textsafe"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
@@ -62,7 +63,7 @@ definition changes upstream is withheld until it is approved again.`}
 					continue
 				}
 				for _, s := range st {
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.Status, oneLine(s.Def.Description))
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", textsafe.Line(s.Name), s.Status, oneLine(s.Def.Description))
 				}
 			}
 			if err := tw.Flush(); err != nil {
@@ -107,7 +108,7 @@ definition changes upstream is withheld until it is approved again.`}
 				if err := pins.ApproveSeen(n); err != nil {
 					return err
 				}
-				fmt.Fprintf(os.Stderr, "approved %s\n", n)
+				fmt.Fprintf(os.Stderr, "approved %s\n", textsafe.Line(n))
 			}
 			if len(todo) == 0 {
 				return fmt.Errorf("nothing to approve for %s (run `toolgate tools list` first)", strings.Join(names, " "))
@@ -120,10 +121,9 @@ definition changes upstream is withheld until it is approved again.`}
 	return cmd
 }
 
+// oneLine is an upstream server's text (a description, an error) in one
+// short line, rendered safe: the server is not ours to trust.
 func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > 100 {
-		s = string(r[:97]) + "..."
-	}
-	return s
+	line, _ := textsafe.Clip(strings.Join(strings.Fields(s), " "), 100)
+	return line
 }

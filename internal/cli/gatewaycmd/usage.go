@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/modeldoor"
+	"github.com/toolgate/toolgate/internal/textsafe"
 )
 
 func newUsageCmd(g *cli.Globals) *cobra.Command {
@@ -44,7 +45,7 @@ func newUsageCmd(g *cli.Globals) *cobra.Command {
 				if r.Unpriced > 0 {
 					cost += " (no price)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%s\t\n", r.Agent, r.Provider, r.Model, r.Calls, r.Denied, r.Errors, r.Input, r.Output, r.CacheRead, r.CacheWrite, cost)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%s\t\n", textsafe.Line(r.Agent), textsafe.Line(r.Provider), textsafe.Line(r.Model), r.Calls, r.Denied, r.Errors, r.Input, r.Output, r.CacheRead, r.CacheWrite, cost)
 				total.Calls += r.Calls
 				total.Denied += r.Denied
 				total.Errors += r.Errors

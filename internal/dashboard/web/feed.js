@@ -1,6 +1,7 @@
 // The live feed: follows /ui/feed/events (server-sent events) and puts each
 // new entry on top of the table. Built with textContent only: nothing from
-// an entry is ever read as HTML. Pause keeps new rows aside until resumed.
+// an entry is ever read as HTML (and the server has rendered what a
+// request carried safe: no bidirectional override reorders a row). Pause keeps new rows aside until resumed.
 (function () {
   var body = document.getElementById("feed");
   if (!body || !body.dataset.stream || !window.EventSource) return;
@@ -16,7 +17,7 @@
     cell(tr, e.seq, "num"); cell(tr, e.ts); cell(tr, e.agent); cell(tr, e.type); cell(tr, e.tool); cell(tr, e.phase);
     cell(tr, e.decision, e.decision === "deny" ? "deny" : e.decision === "allow" ? "allow" : "other");
     cell(tr, e.rule); cell(tr, e.ms ? e.ms.toFixed(1) : "", "num");
-    link(tr, "/ui/session/" + encodeURIComponent(e.session), e.session ? e.session.slice(0, 12) : "");
+    link(tr, "/ui/session/" + encodeURIComponent(e.session), e.sessionShown);
     link(tr, "/ui/entry/" + encodeURIComponent(e.id), e.id.slice(0, 12));
     body.insertBefore(tr, body.firstChild);
     while (body.rows.length > 500) body.deleteRow(body.rows.length - 1);
