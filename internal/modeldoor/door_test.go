@@ -68,6 +68,7 @@ gateway:
       secret: model_key
       private: allow
       timeout: 2s
+      headers: {OpenAI-Organization: org-host, OpenAI-Project: proj-host}
 agents:
   demo:
     model: {%[2]s}
@@ -77,6 +78,13 @@ agents:
   other: {}
   thief:
     model: {providers: [anthropic]}
+  reach:
+    egress: {allow: ["mcp.example.com:443", "*.docs.example:443"]}
+    model: {providers: [anthropic, openai], serverTools: [mcp, web_search]}
+    rules:
+      - name: search-within-domains
+        deny: kind == "model" && args.server_tools.exists(t, t.kind == "web_search" && !has(t.domains))
+        reason: web search only within named domains
 `, h.fake.URL, agentModel)
 	path := filepath.Join(h.dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
@@ -90,7 +98,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec, err := secrets.New(h.dir, map[string]config.Secret{"model_key": {Value: realKey, Agents: []string{"demo"}, Tools: []string{"anthropic", "openai"}}})
+	sec, err := secrets.New(h.dir, map[string]config.Secret{"model_key": {Value: realKey, Agents: []string{"demo", "reach"}, Tools: []string{"anthropic", "openai"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +228,9 @@ func TestForwardsEveryShape(t *testing.T) {
 		{"openai", "/v1/responses", "responses", false, fakeprovider.OpenAIToolID, "completed"},
 	} {
 		t.Run(fmt.Sprintf("%s stream=%v", c.path, c.stream), func(t *testing.T) {
-			req := fmt.Sprintf(`{"model":%q,"max_tokens":100,"stream":%v,"tools":[{"name":"Bash","type":"function","function":{"name":"Bash"}}],"messages":[{"role":"user","content":"hi"}]}`, fakeprovider.ModelToolUse, c.stream)
+			tool := map[string]string{"anthropic": `{"name":"Bash","input_schema":{}}`, "chat": `{"type":"function","function":{"name":"Bash"}}`,
+				"responses": `{"type":"function","name":"Bash"}`}[c.api]
+			req := fmt.Sprintf(`{"model":%q,"max_tokens":100,"stream":%v,"tools":[%s],"messages":[{"role":"user","content":"hi"}]}`, fakeprovider.ModelToolUse, c.stream, tool)
 			resp := h.post(t, "demo", c.provider, c.path, req, "Toolgate-Session", "sess-1", "Toolgate-Parent", "0123abcd")
 			got := body(t, resp)
 			if resp.StatusCode != 200 || !strings.Contains(got, c.toolID) {

@@ -10,6 +10,8 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -101,7 +103,8 @@ func (t *Tool) API(provider string) (model.API, bool) {
 }
 
 // Args are a model call's arguments as recorded and as CEL rules see them
-// (args.model, args.max_tokens, args.tools …): the facts, never the prompt.
+// (args.model, args.max_tokens, args.tools, args.server_tools …): the
+// facts, never the prompt.
 type Args struct {
 	Provider  string   `json:"provider"`
 	Endpoint  string   `json:"endpoint"`
@@ -109,7 +112,12 @@ type Args struct {
 	MaxTokens int64    `json:"max_tokens,omitempty"`
 	Stream    bool     `json:"stream,omitempty"`
 	Tools     []string `json:"tools,omitempty"`
-	BodyBytes int      `json:"bodyBytes"`
+	// ServerTools and Betas are always listed, so a rule can read them
+	// without has(): args.server_tools.exists(t, t.kind == "web_fetch").
+	ServerTools []model.ServerTool `json:"server_tools"`
+	Betas       []string           `json:"betas"`           // anthropic-beta / OpenAI-Beta values, as forwarded
+	Query       string             `json:"query,omitempty"` // the query string, as forwarded
+	BodyBytes   int                `json:"bodyBytes"`
 }
 
 // exchange is one request in flight: what the entry point received and
@@ -145,7 +153,7 @@ func (t *Tool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
 	if !ok {
 		return t.prepareRecorded(call)
 	}
-	args := Args{Provider: call.Tool, BodyBytes: len(ex.body)}
+	args := Args{Provider: call.Tool, BodyBytes: len(ex.body), ServerTools: []model.ServerTool{}, Betas: []string{}}
 	defer func() { call.Args, _ = json.Marshal(args) }()
 	p, ok := t.providers[call.Tool]
 	if !ok {
@@ -156,11 +164,21 @@ func (t *Tool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
 		return fmt.Errorf("model: %s %s is not a %s endpoint the door forwards", ex.method, ex.path, p.api)
 	}
 	args.Endpoint = string(ep)
+	if err := checkQuery(ex.query); err != nil {
+		return err
+	}
+	args.Query = ex.query
+	header, betas, err := requestHeader(ex.header, p.cfg.Headers)
+	if err != nil {
+		return err
+	}
+	ex.header, args.Betas = header, append(args.Betas, betas...)
 	facts, err := model.ParseRequest(ep, ex.body)
 	if err != nil {
 		return err
 	}
 	args.Model, args.MaxTokens, args.Stream, args.Tools = facts.Model, facts.MaxTokens, facts.Stream, facts.Tools
+	args.ServerTools = append(args.ServerTools, facts.ServerTools...)
 	if ex.body, err = model.WithStreamUsage(ep, ex.body, facts); err != nil {
 		return err
 	}
@@ -232,7 +250,7 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 	}
 	req.URL.RawQuery = ex.query
 	req.ContentLength = int64(len(ex.body))
-	req.Header = forwardHeader(ex.header)
+	req.Header = ex.header.Clone()
 	if p.cfg.Secret != "" {
 		key, err := t.secrets.Resolve(call.Agent, p.name, p.cfg.Secret)
 		if err != nil {
@@ -369,27 +387,71 @@ func (t *Tool) record(d map[string]any, call *gateway.Call, p *provider, ex *exc
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// Headers the door never forwards: credentials the sandbox holds (a
-// placeholder at most), hop-by-hop headers, toolgate's own hints, and
-// Accept-Encoding (the transport negotiates compression and decompresses,
-// so usage is read from plain bytes).
-var dropRequest = map[string]bool{
-	"Authorization": true, "X-Api-Key": true, "Api-Key": true, "X-Goog-Api-Key": true, "Cookie": true,
-	"Proxy-Authorization": true, "Connection": true, "Keep-Alive": true, "Te": true, "Trailer": true,
-	"Transfer-Encoding": true, "Upgrade": true, "Host": true, "Content-Length": true, "Accept-Encoding": true,
-	"Proxy-Connection": true,
-}
+// passRequest are the request headers the door passes from the sandbox to
+// the provider: what says how to read the body and which API version or
+// betas it uses. Every other header is dropped — credentials (a
+// placeholder at most), billing (OpenAI-Organization, OpenAI-Project: the
+// provider's headers in the configuration pin them), hop-by-hop headers,
+// toolgate's own hints and whatever a client invents — and the transport
+// negotiates compression itself, so usage is read from plain bytes.
+var passRequest = []string{"Content-Type", "Accept", "User-Agent", "Anthropic-Version", "Anthropic-Beta", "Openai-Beta"}
 
-func forwardHeader(in http.Header) http.Header {
-	out := make(http.Header, len(in))
-	for k, v := range in {
-		k = http.CanonicalHeaderKey(k)
-		if dropRequest[k] || strings.HasPrefix(k, "Toolgate-") {
+const maxBetas = 32
+
+var (
+	versionValue = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
+	betaValue    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._=-]{0,127}$`)
+)
+
+// requestHeader is what the door forwards of the sandbox's headers, with
+// the provider's pinned ones set, and the beta values among them (each
+// checked: a name, never free text the provider could read otherwise).
+func requestHeader(in http.Header, pinned map[string]string) (http.Header, []string, error) {
+	out := make(http.Header, len(passRequest)+len(pinned))
+	var betas []string
+	for _, k := range passRequest {
+		vs := in.Values(k)
+		if len(vs) == 0 {
 			continue
 		}
-		out[k] = v
+		switch k {
+		case "Anthropic-Version":
+			if len(vs) != 1 || !versionValue.MatchString(vs[0]) {
+				return nil, nil, fmt.Errorf("model: anthropic-version must be one date, like 2023-06-01")
+			}
+		case "Anthropic-Beta", "Openai-Beta":
+			for _, v := range vs {
+				for b := range strings.SplitSeq(v, ",") {
+					if b = strings.TrimSpace(b); !betaValue.MatchString(b) {
+						return nil, nil, fmt.Errorf("model: %s holds %q, which is not a beta name", strings.ToLower(k), bound(b))
+					}
+					betas = append(betas, b)
+				}
+			}
+			if len(betas) > maxBetas {
+				return nil, nil, fmt.Errorf("model: more than %d beta names", maxBetas)
+			}
+		}
+		out[k] = vs
 	}
-	return out
+	for k, v := range pinned {
+		out.Set(k, v)
+	}
+	return out, betas, nil
+}
+
+// maxQuery bounds the query string: the APIs the door serves take at
+// most a flag there (Anthropic's SDK sends ?beta=true).
+const maxQuery = 256
+
+func checkQuery(q string) error {
+	if len(q) > maxQuery {
+		return fmt.Errorf("model: a query string of %d bytes; at most %d are forwarded", len(q), maxQuery)
+	}
+	if _, err := url.ParseQuery(q); err != nil {
+		return fmt.Errorf("model: the query string is malformed")
+	}
+	return nil
 }
 
 var dropAnswer = map[string]bool{

@@ -44,6 +44,7 @@ const (
 // Request is one request the fake received.
 type Request struct {
 	Method, Path string
+	RawQuery     string
 	Header       http.Header
 	Body         []byte
 }
@@ -75,13 +76,19 @@ func (s *Server) Requests() []Request {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
-	s.reqs = append(s.reqs, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	s.reqs = append(s.reqs, Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
 	s.mu.Unlock()
+	// Keys matched exactly, the last of two equal ones winning, as the
+	// providers' own JSON readers do (encoding/json's structs would fold
+	// "Model" onto "model").
+	var fields map[string]any
+	_ = json.Unmarshal(body, &fields)
 	var req struct {
-		Model  string `json:"model"`
-		Stream bool   `json:"stream"`
+		Model  string
+		Stream bool
 	}
-	_ = json.Unmarshal(body, &req)
+	req.Model, _ = fields["model"].(string)
+	req.Stream, _ = fields["stream"].(bool)
 	switch req.Model {
 	case Model429:
 		w.Header().Set("Retry-After", "7")
