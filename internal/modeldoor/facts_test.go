@@ -57,7 +57,7 @@ func TestPolicyReadsWhatTheProviderReads(t *testing.T) {
 	if sent["model"] != "fake-text" || sent["stream_options"].(map[string]any)["include_usage"] != true || !strings.Contains(string(reqs[len(reqs)-1].Body), `"content":"<&>"`) {
 		t.Fatalf("upstream got %s", reqs[len(reqs)-1].Body)
 	}
-	if e := h.result(t); num(e.Detail["outputTokens"]) == 0 {
+	if e := h.result(t); e.Detail["usage"] != "measured" || num(e.Detail["outputTokens"]) == 0 {
 		t.Fatalf("%+v", e)
 	}
 }

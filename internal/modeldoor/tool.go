@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/config"
@@ -52,12 +53,25 @@ type Tool struct {
 	meter     *Meter
 	secrets   Secrets
 	now       func() time.Time
+	// How long, and how many more bytes, an answer is read for its usage
+	// after the client went away.
+	drainTime  time.Duration
+	drainBytes int64
 }
+
+// Bounds on reading an answer nobody takes any more: long enough for most
+// answers to end and report what they cost, short enough that a client
+// hanging up cannot hold the door's connections for long.
+const (
+	drainAfterClient      = 2 * time.Minute
+	drainBytesAfterClient = 16 << 20
+)
 
 // NewTool builds the model tool of a configuration. The meter outlives it
 // (a reload builds a new tool on the same meter).
 func NewTool(cfg *config.Config, sec Secrets, meter *Meter, env Env) (*Tool, error) {
-	t := &Tool{providers: map[string]*provider{}, agents: map[string]*config.AgentModel{}, meter: meter, secrets: sec, now: time.Now}
+	t := &Tool{providers: map[string]*provider{}, agents: map[string]*config.AgentModel{}, meter: meter, secrets: sec, now: time.Now,
+		drainTime: drainAfterClient, drainBytes: drainBytesAfterClient}
 	var errs []error
 	for name, p := range cfg.Gateway.Models {
 		f, ok := factory(p.Kind)
@@ -219,11 +233,20 @@ func (t *Tool) prepareRecorded(call *gateway.Call) error {
 // Run forwards an allowed call and passes the answer on as it arrives.
 // The result entry's detail gets the status, usage, stop reason, tool_use
 // ids, cost and timings; a failure on either side is its error.
+//
+// The upstream request does not end with the client's: a provider bills an
+// answer whether anyone reads it or not, so when the client goes away the
+// door reads on for the usage, for at most drainTime and drainBytes more.
+// An answer whose usage does not arrive whole is charged an estimate
+// (model.Estimate) and recorded as such (usage: estimated).
 func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (*gateway.Result, error) {
 	ex, _ := call.Prepared.(*exchange)
 	p := t.providers[call.Tool]
 	if ex == nil || p == nil {
 		return nil, errors.New("model: the call carries no request")
+	}
+	if ctx.Err() != nil {
+		return nil, errors.New("model: the client went away before the request was sent")
 	}
 	d := maps.Clone(call.Detail)
 	delete(d, "spent") // on the decision; the result has its own facts
@@ -231,8 +254,8 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 	start := t.now()
 	t.meter.Request(call.Agent, start)
 
-	client := ctx // ends when the client goes away
-	ctx, cancel := context.WithCancelCause(ctx)
+	client := ctx
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
 	// No byte from the upstream for Timeout ends the call: before the
 	// answer's headers and between two reads of its body.
@@ -240,9 +263,17 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 		cancel(fmt.Errorf("model: the upstream sent nothing for %s", p.cfg.Timeout))
 	})
 	defer idle.Stop()
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
-		d["remote"] = ci.Conn.RemoteAddr().String()
-	}})
+	defer context.AfterFunc(client, func() {
+		drain := time.AfterFunc(t.drainTime, func() {
+			cancel(fmt.Errorf("model: the answer did not end within %s of the client leaving", t.drainTime))
+		})
+		context.AfterFunc(ctx, func() { drain.Stop() })
+	})()
+	var sent atomic.Bool // the whole request reached the upstream: from here on it may bill
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn:      func(ci httptrace.GotConnInfo) { d["remote"] = ci.Conn.RemoteAddr().String() },
+		WroteRequest: func(w httptrace.WroteRequestInfo) { sent.Store(w.Err == nil) },
+	})
 
 	req, err := http.NewRequestWithContext(ctx, ex.method, ex.path, bytes.NewReader(ex.body))
 	if err != nil {
@@ -263,6 +294,9 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 		if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
 			err = c
 		}
+		if sent.Load() {
+			t.record(d, call, p, ex, model.Outcome{}, false, 0)
+		}
 		return nil, fmt.Errorf("model: provider %s: %w", p.name, err)
 	}
 	defer resp.Body.Close()
@@ -280,8 +314,8 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 	if sse {
 		stream = model.NewStream(ex.endpoint)
 	}
-	var n int64
-	var upErr, downErr error
+	var n, drained int64
+	var upErr, gone error // gone: why the client stopped taking the answer
 	buf := make([]byte, 32<<10)
 	for {
 		k, rerr := resp.Body.Read(buf)
@@ -293,8 +327,13 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 			} else if whole.Len() < maxJSONAnswer {
 				whole.Write(buf[:min(k, maxJSONAnswer-whole.Len())])
 			}
-			if werr := ex.out.write(buf[:k]); werr != nil {
-				downErr = werr
+			if gone == nil && client.Err() != nil {
+				gone = client.Err()
+			}
+			if gone == nil {
+				gone = ex.out.write(buf[:k])
+			} else if drained += int64(k); drained > t.drainBytes {
+				upErr = fmt.Errorf("model: the answer ran on for more than %d bytes after the client left", t.drainBytes)
 				break
 			}
 		}
@@ -303,33 +342,40 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 		}
 		if rerr != nil {
 			upErr = rerr
-			if client.Err() != nil {
-				upErr, downErr = nil, client.Err()
-			} else if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
+			if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
 				upErr = c
 			}
 			break
 		}
 	}
+	if gone == nil && client.Err() != nil {
+		gone = client.Err()
+	}
 	d["bytes"] = n
 	d["durationMs"] = ms(t.now().Sub(start))
 
 	var out model.Outcome
-	known := false
+	measured := false
 	if stream != nil {
 		stream.Close()
-		out, known = stream.Outcome(), true
-		if upErr == nil && downErr == nil && resp.StatusCode < 300 && !stream.Done() {
+		out = stream.Outcome()
+		measured = stream.Done() && out.HasUsage
+		if upErr == nil && gone == nil && resp.StatusCode < 300 && !stream.Done() {
 			upErr = errors.New("the stream ended before its final event")
 		}
 	} else if resp.StatusCode < 300 {
-		out, known = model.ParseResponse(ex.endpoint, whole.Bytes())
+		var ok bool
+		out, ok = model.ParseResponse(ex.endpoint, whole.Bytes())
+		measured = ok && out.HasUsage
 	}
 	res := &gateway.Result{}
-	t.record(d, call, p, ex, out, known, resp.StatusCode)
+	t.record(d, call, p, ex, out, measured, resp.StatusCode)
 	switch {
-	case downErr != nil:
-		res.Error = "the client went away before the answer ended: " + downErr.Error()
+	case gone != nil:
+		res.Error = "the client went away before the answer ended: " + gone.Error()
+		if upErr != nil {
+			res.Error += "; reading on for its usage: " + upErr.Error()
+		}
 	case upErr != nil:
 		res.Error = "the upstream cut the answer: " + upErr.Error()
 		if sse {
@@ -347,8 +393,11 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 	return res, nil
 }
 
-// record puts what the answer said in the result's detail and counts it.
-func (t *Tool) record(d map[string]any, call *gateway.Call, p *provider, ex *exchange, out model.Outcome, known bool, status int) {
+// record puts what the answer said in the result's detail and counts it
+// against the budget: the usage the answer reported when it arrived whole
+// (usage: measured), else an estimate (usage: estimated, estimatedTokens).
+// status 0 is a request the upstream received but never answered.
+func (t *Tool) record(d map[string]any, call *gateway.Call, p *provider, ex *exchange, out model.Outcome, measured bool, status int) {
 	name := out.Model
 	if name == "" {
 		name = ex.facts.Model
@@ -363,24 +412,28 @@ func (t *Tool) record(d map[string]any, call *gateway.Call, p *provider, ex *exc
 	if !ex.endpoint.Generates() || status >= 300 {
 		return
 	}
-	if !known || !out.HasUsage {
-		d["usageMissing"] = true
-		return
-	}
 	u := out.Usage
-	d["inputTokens"], d["outputTokens"] = u.Input, u.Output
-	if u.CacheRead > 0 {
-		d["cacheReadTokens"] = u.CacheRead
-	}
-	if u.CacheWrite > 0 {
-		d["cacheWriteTokens"] = u.CacheWrite
+	if measured {
+		d["usage"] = "measured"
+		d["inputTokens"], d["outputTokens"] = u.Input, u.Output
+		if u.CacheRead > 0 {
+			d["cacheReadTokens"] = u.CacheRead
+		}
+		if u.CacheWrite > 0 {
+			d["cacheWriteTokens"] = u.CacheWrite
+		}
+	} else {
+		u = model.Estimate(ex.facts, len(ex.body), u)
+		d["usage"] = "estimated"
+		d["estimatedTokens"] = u.Total()
 	}
 	cost := 0.0
-	if price, ok := p.prices.Lookup(name); ok {
-		cost = price.Cost(u)
+	if price, ok := p.prices.Lookup(name); !ok {
+		d["unpriced"] = true
+	} else if cost = price.Cost(u); measured {
 		d["costUSD"] = cost
 	} else {
-		d["unpriced"] = true
+		d["estimatedCostUSD"] = cost
 	}
 	t.meter.Add(call.Agent, t.now(), u.Total(), cost)
 }
