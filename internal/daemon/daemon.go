@@ -750,16 +750,25 @@ func (d *Daemon) stopFleet() error {
 var claudeTools = map[string]bool{"Bash": true, "Read": true, "Write": true, "Edit": true, "MultiEdit": true,
 	"NotebookEdit": true, "Glob": true, "Grep": true, "WebFetch": true, "WebSearch": true, "Task": true, "TodoWrite": true}
 
+// known says whether an agent and a tool are in a snapshot's
+// configuration, for metric labels. A model call's tool is its provider.
+func known(snap *gateway.Snapshot, agent, tool string) (bool, bool) {
+	_, a := snap.Agents[agent]
+	_, t := snap.Tools[tool]
+	for _, bk := range snap.ByKind {
+		t = t || bk.Name() == tool
+	}
+	if mt, ok := snap.ByKind[gateway.KindModel].(*modeldoor.Tool); ok {
+		_, provider := mt.API(tool)
+		t = t || provider
+	}
+	return a, t || claudeTools[tool]
+}
+
 func (d *Daemon) newMetrics() *metrics.Metrics {
 	return metrics.New(metrics.Sources{
 		Known: func(agent, tool string) (bool, bool) {
-			snap := d.gw.Snapshot()
-			_, a := snap.Agents[agent]
-			_, t := snap.Tools[tool]
-			for _, bk := range snap.ByKind {
-				t = t || bk.Name() == tool
-			}
-			return a, t || claudeTools[tool]
+			return known(d.gw.Snapshot(), agent, tool)
 		},
 		Sandboxes: func(ctx context.Context) (byState, waiting map[string]int) {
 			rows, err := d.status(ctx)
