@@ -100,14 +100,23 @@ func textOf(raw []byte, where string, limit int) (string, error) {
 	return s, nil
 }
 
-// object reads a member that must be an object (or missing, or null).
-func (o object) object(key string, keys ...string) (object, bool, error) {
+// object reads a member that must be an object (or missing, or null:
+// an object without members).
+func (o object) object(key string, keys ...string) (object, error) {
 	raw, ok := o.raw(key)
 	if !ok {
-		return object{}, false, nil
+		return object{where: o.where + "." + key}, nil
 	}
-	sub, err := readObject(raw, o.where+"."+key, keys...)
-	return sub, err == nil, err
+	return readObject(raw, o.where+"."+key, keys...)
+}
+
+// inner reads the text member sub of the object member key, as text does.
+func (o object) inner(key, sub string, limit int) (string, error) {
+	in, err := o.object(key, sub)
+	if err != nil {
+		return "", err
+	}
+	return in.text(sub, limit)
 }
 
 // list reads a member that must be an array (or missing, or null) into its

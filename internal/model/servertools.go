@@ -101,13 +101,9 @@ func (f *Facts) readTools(e Endpoint, top object) error {
 			return err
 		}
 		for _, inner := range []string{"function", "custom"} { // OpenAI chat: {"type":"function","function":{"name":…}}
-			fn, ok, err := t.object(inner, "name")
-			if err != nil {
+			if n, err := t.inner(inner, "name", maxToolName); err != nil {
 				return err
-			}
-			if n, err := fn.text("name", maxToolName); err != nil {
-				return err
-			} else if ok && n != "" {
+			} else if n != "" {
 				name = n
 			}
 		}
@@ -117,11 +113,7 @@ func (f *Facts) readTools(e Endpoint, top object) error {
 		}
 		server := !clientKinds[e.api()][kind]
 		if kind == "shell" { // OpenAI: client-run unless its environment is a hosted container
-			env, _, err := t.object("environment", "type")
-			if err != nil {
-				return err
-			}
-			et, err := env.text("type", maxToolName)
+			et, err := t.inner("environment", "type", maxToolName)
 			if err != nil {
 				return err
 			}
@@ -181,7 +173,7 @@ func (st *ServerTool) readMCP(t object) error {
 // readDomains reads a web tool's allowed_domains (Anthropic) or
 // filters.allowed_domains (OpenAI).
 func (st *ServerTool) readDomains(t object) error {
-	filters, _, err := t.object("filters", "allowed_domains")
+	filters, err := t.object("filters", "allowed_domains")
 	if err != nil {
 		return err
 	}
@@ -240,11 +232,7 @@ func (f *Facts) readHostedOptions(e Endpoint, top object) error {
 		}
 	case Responses:
 		if _, ok := top.raw("prompt"); ok {
-			p, _, err := top.object("prompt", "id")
-			if err != nil {
-				return err
-			}
-			id, err := p.text("id", maxToolName)
+			id, err := top.inner("prompt", "id", maxToolName)
 			if err != nil {
 				return err
 			}
