@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -263,12 +264,18 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 		cancel(fmt.Errorf("model: the upstream sent nothing for %s", p.cfg.Timeout))
 	})
 	defer idle.Stop()
-	defer context.AfterFunc(client, func() {
-		drain := time.AfterFunc(t.drainTime, func() {
-			cancel(fmt.Errorf("model: the answer did not end within %s of the client leaving", t.drainTime))
+	// The client leaving (its context ends, or a write to it fails) starts
+	// the clock on reading on.
+	var leaving sync.Once
+	left := func() {
+		leaving.Do(func() {
+			drain := time.AfterFunc(t.drainTime, func() {
+				cancel(fmt.Errorf("model: the answer did not end within %s of the client leaving", t.drainTime))
+			})
+			context.AfterFunc(ctx, func() { drain.Stop() })
 		})
-		context.AfterFunc(ctx, func() { drain.Stop() })
-	})()
+	}
+	defer context.AfterFunc(client, left)()
 	var sent atomic.Bool // the whole request reached the upstream: from here on it may bill
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn:      func(ci httptrace.GotConnInfo) { d["remote"] = ci.Conn.RemoteAddr().String() },
@@ -331,7 +338,9 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 				gone = client.Err()
 			}
 			if gone == nil {
-				gone = ex.out.write(buf[:k])
+				if gone = ex.out.write(buf[:k]); gone != nil {
+					left()
+				}
 			} else if drained += int64(k); drained > t.drainBytes {
 				upErr = fmt.Errorf("model: the answer ran on for more than %d bytes after the client left", t.drainBytes)
 				break
