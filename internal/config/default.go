@@ -40,6 +40,8 @@ gateway:
     scripted: {api: anthropic, kind: scripted}
     # anthropic: {api: anthropic, url: https://api.anthropic.com, secret: anthropic_key}
     # openai: {api: openai, url: https://api.openai.com, secret: openai_key}
+    # A provider may pin headers the sandbox can never set (billing):
+    #   headers: {OpenAI-Organization: org-…, OpenAI-Project: proj_…}
     # A provider may carry prices (USD per million tokens, for costs and budgets):
     #   prices: {"claude-sonnet-4*": {input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75}}
 
@@ -97,13 +99,17 @@ agents:
       exec: true
     tools: []                   # plugin tools this agent may call (default: none)
     # Model API calls through the model door (kind model: args.model,
-    # args.max_tokens, args.tools are visible to rules).
+    # args.max_tokens, args.tools, args.server_tools are visible to rules).
     model:
       # toolgate agent uses the first provider whose key is set, e.g.
       # [anthropic, openai, scripted] once their lines above are uncommented.
       providers: [scripted]
       # allow: ["claude-sonnet-*"]  # model names or patterns; empty: any
       # budget: {requestsPerMinute: 30, tokensPerDay: 5000000, costPerDay: 20}
+      # Tools the provider runs itself reach the network from its side:
+      # refused unless listed (Claude Code's WebSearch needs web_search).
+      # serverTools: [web_search]
+      # connectors: ["mcp.example.com:443"]  # MCP servers; unset: egress.allow
     default: allow              # when no rule matches: allow (default) or deny
     # Network access through the gateway (the sandbox has none of its own):
     # each connection is allowlisted, resolved once, checked (no private or

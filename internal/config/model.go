@@ -2,11 +2,15 @@ package config
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"path"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/egress/netrule"
 	"github.com/toolgate/toolgate/internal/model"
 )
 
@@ -48,9 +52,38 @@ func (d *decoder) models(c *Config) {
 				d.errorf(d.at(pp), pp, "prices must not be negative")
 			}
 		}
+		d.pinnedHeaders(path+".headers", p.Headers)
 		c.Gateway.Models[name] = p
 	}
 }
+
+// pinnedHeaders checks a provider's headers: names a client could send,
+// and none the door sets itself or that carries a credential.
+func (d *decoder) pinnedHeaders(p string, h map[string]string) {
+	for _, k := range sortedKeys(h) {
+		kp := join(p, k)
+		switch ck := http.CanonicalHeaderKey(k); {
+		case !headerName.MatchString(k):
+			d.errorf(d.at(kp), kp, "%q is not a header name", k)
+		case unpinnable[ck] || strings.HasPrefix(ck, "Toolgate-"):
+			d.errorf(d.at(kp), kp, "%s is set by the door itself (credentials come from secret)", ck)
+		case h[k] == "" || strings.ContainsAny(h[k], "\r\n\x00"):
+			d.errorf(d.at(kp), kp, "the value is empty or holds a line break")
+		}
+	}
+}
+
+var unpinnable = map[string]bool{
+	"Authorization": true, "X-Api-Key": true, "Api-Key": true, "Proxy-Authorization": true, "Cookie": true,
+	"Host": true, "Content-Length": true, "Content-Type": true, "Connection": true, "Transfer-Encoding": true,
+	"Te": true, "Trailer": true, "Upgrade": true, "Keep-Alive": true, "Accept-Encoding": true,
+}
+
+// headerName is an HTTP token (RFC 9110).
+var headerName = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+
+// serverToolKind is how a kind is written: model.KindOf's names.
+var serverToolKind = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
 // checkModelURL accepts an http(s) base URL with a host and nothing that
 // would carry a credential or change per request.
@@ -100,6 +133,20 @@ func (d *decoder) agentModel(p string, m *AgentModel, providers map[string]Model
 			d.errorf(d.at(ip), ip, "%v", err)
 		}
 	}
+	for i, k := range m.ServerTools {
+		ip := fmt.Sprintf("%s.serverTools[%d]", p, i)
+		if !serverToolKind.MatchString(k) {
+			d.errorf(d.at(ip), ip, "%q is not a server tool kind (web_search, web_fetch, code_execution, mcp …)", k)
+		} else if slices.Index(m.ServerTools, k) != i {
+			d.errorf(d.at(ip), ip, "%q is listed twice", k)
+		}
+	}
+	for i, s := range m.Connectors {
+		if _, err := netrule.ParseRule(s); err != nil {
+			ip := fmt.Sprintf("%s.connectors[%d]", p, i)
+			d.errorf(d.at(ip), ip, "%v", err)
+		}
+	}
 	d.positive(p+".maxBody", m.MaxBody)
 	b, bp := m.Budget, p+".budget"
 	for _, f := range []struct {
@@ -121,6 +168,7 @@ func mergeModel(a, def *Agent) {
 	if a.Model == nil && def.Model != nil {
 		m := *def.Model
 		m.Providers, m.Allow = slices.Clone(def.Model.Providers), slices.Clone(def.Model.Allow)
+		m.ServerTools, m.Connectors = slices.Clone(def.Model.ServerTools), slices.Clone(def.Model.Connectors)
 		a.Model = &m
 	}
 	if a.Model != nil {

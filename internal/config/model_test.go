@@ -39,6 +39,61 @@ agents:
 	}
 }
 
+// Server tools, connectors and pinned headers are checked where they are
+// written.
+func TestModelServerToolsConfig(t *testing.T) {
+	src := `gateway:
+  models:
+    openai: {api: openai, url: "https://api.openai.com", headers: {OpenAI-Organization: org-1, "Bad Name": x, Authorization: "Bearer k", Content-Length: "1", X-Empty: ""}}
+defaults:
+  model: {providers: [openai], serverTools: [web_search], connectors: ["mcp.example.com:443"]}
+agents:
+  demo: {}
+  bad:
+    model: {providers: [openai], serverTools: [WebSearch, mcp, mcp], connectors: ["*:443", "mcp.example.com"]}
+`
+	got := parseErrors(t, src)
+	for _, want := range []string{
+		`c.yaml:3: gateway.models.openai.headers["Bad Name"]: "Bad Name" is not a header name`,
+		`c.yaml:3: gateway.models.openai.headers.Authorization: Authorization is set by the door itself (credentials come from secret)`,
+		`c.yaml:3: gateway.models.openai.headers.Content-Length: Content-Length is set by the door itself (credentials come from secret)`,
+		`c.yaml:3: gateway.models.openai.headers.X-Empty: the value is empty or holds a line break`,
+		`c.yaml:9: agents.bad.model.serverTools[0]: "WebSearch" is not a server tool kind (web_search, web_fetch, code_execution, mcp …)`,
+		`c.yaml:9: agents.bad.model.serverTools[2]: "mcp" is listed twice`,
+		`c.yaml:9: agents.bad.model.connectors[0]: egress rule "*:443": bare * would allow every host`,
+	} {
+		if !slices.Contains(got, want) {
+			t.Errorf("missing error %s\ngot:\n%s", want, joinLines(got))
+		}
+	}
+	if n := len(got); n != 8 {
+		t.Errorf("%d errors:\n%s", n, joinLines(got))
+	}
+
+	cfg, err := Parse(t.TempDir(), "c.yaml", []byte(`gateway:
+  models:
+    openai: {api: openai, url: "https://api.openai.com", headers: {OpenAI-Organization: org-1}}
+defaults:
+  model: {providers: [openai], serverTools: [web_search], connectors: ["mcp.example.com:443"]}
+agents:
+  demo: {}
+  own:
+    model: {providers: [openai]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := cfg.Agents["demo"].Model; !slices.Equal(m.ServerTools, []string{"web_search"}) || !slices.Equal(m.Connectors, []string{"mcp.example.com:443"}) {
+		t.Fatalf("inherited %+v", m)
+	}
+	if m := cfg.Agents["own"].Model; m.ServerTools != nil || m.Connectors != nil {
+		t.Fatalf("own %+v", m)
+	}
+	if h := cfg.Gateway.Models["openai"].Headers; h["OpenAI-Organization"] != "org-1" {
+		t.Fatalf("headers %v", h)
+	}
+}
+
 func TestModelConfigDefaults(t *testing.T) {
 	src := `gateway:
   models:

@@ -259,6 +259,11 @@ type ModelProvider struct {
 	// Prices are USD per million tokens by model name or pattern
 	// (claude-sonnet-4*); a model without a price costs 0 and says so.
 	Prices map[string]model.Price `yaml:"prices"`
+	// Headers are sent to the provider on every request, in place of any
+	// the sandbox sends of the same name: the billing headers
+	// (OpenAI-Organization, OpenAI-Project), which the sandbox can never
+	// set, or a pinned Anthropic-Version. Not for credentials: use secret.
+	Headers map[string]string `yaml:"headers"`
 }
 
 // AgentModel is an agent's use of the model door. Fields tagged
@@ -268,4 +273,14 @@ type AgentModel struct {
 	Allow     []string     `yaml:"allow"`                 // model names or patterns (claude-*); empty: any
 	MaxBody   int64        `yaml:"maxBody" config:"size"` // request body limit; default 32m
 	Budget    model.Budget `yaml:"budget"`
+	// ServerTools are the kinds of tool the provider may run on the
+	// agent's behalf (web_search, web_fetch, code_execution, file_search,
+	// mcp …; see model.ServerTool): each reaches the network from the
+	// provider's side. Empty (the default): a request asking for any is
+	// refused.
+	ServerTools []string `yaml:"serverTools"`
+	// Connectors are the MCP servers (host:port, *.suffix:port) the
+	// provider may be asked to connect to, when mcp is among ServerTools.
+	// Unset: the agent's egress allowlist, the hosts it may reach itself.
+	Connectors []string `yaml:"connectors"`
 }

@@ -197,7 +197,7 @@ func TestCodexInSandbox(t *testing.T) {
 	// codex ignores OPENAI_BASE_URL: its provider entry takes the door's
 	// base URL from the environment of this run, which carries the run's id.
 	runAgent(t, e, a, fake, "codex-42", "-e", "CODEX_HOME=/tmp/codex", "--", "sh", "-c",
-		`mkdir -p $CODEX_HOME && printf '%s\n' 'model = "gpt-5.1-codex"' 'model_provider = "door"' '[model_providers.door]' 'name = "door"' \
+		`mkdir -p $CODEX_HOME && printf '%s\n' 'model = "gpt-5.1-codex"' 'model_provider = "door"' 'web_search = "disabled"' '[model_providers.door]' 'name = "door"' \
   "base_url = \"$OPENAI_BASE_URL\"" 'env_key = "OPENAI_API_KEY"' 'wire_api = "responses"' > $CODEX_HOME/config.toml &&
 exec /workspace/codex exec --json --skip-git-repo-check --ephemeral -s danger-full-access --disable plugins --disable remote_plugin --disable shell_snapshot -c analytics.enabled=false "RUN:echo codex-\$((6*7)) > /workspace/codex.txt; cat /workspace/codex.txt" </dev/null`)
 	if b, err := os.ReadFile(filepath.Join(ws, "codex.txt")); err != nil || string(b) != "codex-42\n" {

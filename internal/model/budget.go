@@ -12,6 +12,10 @@ const (
 	RuleRPM      = "model.budget.requests"
 	RuleTokens   = "model.budget.tokens"
 	RuleCost     = "model.budget.cost"
+	// A server tool of a kind the agent's serverTools does not name; an
+	// MCP server not among its connectors.
+	RuleServerTools = "model.server_tools"
+	RuleConnectors  = "model.connectors"
 )
 
 // Budget is one agent's model budget; a zero field is no limit.

@@ -1,9 +1,12 @@
 // Package model holds the wire shapes of the model APIs the model door
 // forwards: which endpoints exist per API, the facts policy sees in a
-// request (model, max_tokens, tools offered), what a response reports
-// (usage, stop reason, tool_use ids) whether streamed (SSE) or not, the
-// price table, budgets, and error bodies in each provider's own shape so
-// the agent's client shows a denial as the provider would.
+// request (model, max_tokens, tools offered, and the server tools and MCP
+// connectors a provider would run for the agent), read with keys matched
+// exactly as the providers match them, what a response reports (usage,
+// stop reason, tool_use ids) whether streamed (SSE) or not, the price
+// table, budgets and the estimate charged when usage never arrives, and
+// error bodies in each provider's own shape so the agent's client shows a
+// denial as the provider would.
 //
 // It parses input from sandboxes and upstreams and depends on nothing of
 // toolgate's: every parser here has a fuzz target.

@@ -33,6 +33,7 @@ func TestEndpointOf(t *testing.T) {
 }
 
 func TestParseRequest(t *testing.T) {
+	webSearch := ServerTool{Kind: "web_search", Type: "web_search_20250305", Name: "web_search"}
 	for _, c := range []struct {
 		name string
 		ep   Endpoint
@@ -41,32 +42,52 @@ func TestParseRequest(t *testing.T) {
 		err  string
 	}{
 		{"anthropic", Messages, `{"model":"claude-x","max_tokens":1024,"stream":true,"tools":[{"name":"Bash","input_schema":{}},{"type":"web_search_20250305","name":"web_search"}],"messages":[]}`,
-			Facts{Model: "claude-x", MaxTokens: 1024, Stream: true, Tools: []string{"Bash", "web_search"}}, ""},
+			Facts{Model: "claude-x", MaxTokens: 1024, Stream: true, Tools: []string{"Bash", "web_search"}, ServerTools: []ServerTool{webSearch}}, ""},
 		{"anthropic without max_tokens", Messages, `{"model":"claude-x","messages":[]}`, Facts{}, "needs max_tokens"},
 		{"count tokens", CountTokens, `{"model":"claude-x","messages":[]}`, Facts{Model: "claude-x"}, ""},
 		{"chat", ChatCompletions, `{"model":"gpt-x","max_completion_tokens":16384,"tools":[{"type":"function","function":{"name":"bash"}}],"stream":false}`,
 			Facts{Model: "gpt-x", MaxTokens: 16384, Tools: []string{"bash"}}, ""},
 		{"responses", Responses, `{"model":"gpt-5","input":[],"tools":[{"type":"function","name":"exec_command"},{"type":"web_search"}],"stream":true,"max_output_tokens":5}`,
-			Facts{Model: "gpt-5", MaxTokens: 5, Stream: true, Tools: []string{"exec_command", "web_search"}}, ""},
+			Facts{Model: "gpt-5", MaxTokens: 5, Stream: true, Tools: []string{"exec_command", "web_search"}, ServerTools: []ServerTool{{Kind: "web_search", Type: "web_search", Name: "web_search"}}}, ""},
 		{"no model", ChatCompletions, `{"messages":[]}`, Facts{}, "names no model"},
+		{"null model", ChatCompletions, `{"model":null}`, Facts{}, "names no model"},
+		{"model not a string", ChatCompletions, `{"model":["a"]}`, Facts{}, "the body.model is not a string"},
 		{"not an object", ChatCompletions, `["model"]`, Facts{}, "not a JSON object"},
-		{"two values", ChatCompletions, `{"model":"a"} {"model":"b"}`, Facts{}, "more than one"},
-		{"trailing garbage", ChatCompletions, `{"model":"a"}x`, Facts{}, ""},
+		{"two values", ChatCompletions, `{"model":"a"} {"model":"b"}`, Facts{}, "not valid JSON"},
+		{"trailing garbage", ChatCompletions, `{"model":"a"}x`, Facts{}, "not valid JSON"},
 		{"truncated", ChatCompletions, `{"model":"sk-secret`, Facts{}, "ends early"},
 		{"syntax", ChatCompletions, `{"model":"sk-secret" x}`, Facts{}, "syntax error"},
-		{"tools wrong", Messages, `{"model":"a","max_tokens":1,"tools":{"name":"x"}}`, Facts{}, "tools is not a list"},
-		{"nameless tool", Messages, `{"model":"a","max_tokens":1,"tools":[{}]}`, Facts{}, "without a short"},
+		{"not UTF-8", ChatCompletions, "{\"model\":\"claude-opus\xff\"}", Facts{}, "not UTF-8"},
+		{"lone surrogate", ChatCompletions, `{"model":"claude-opus\ud800"}`, Facts{}, "the body.model is not a string"},
+		{"tools wrong", Messages, `{"model":"a","max_tokens":1,"tools":{"name":"x"}}`, Facts{}, "the body.tools is not a list"},
+		{"tool not an object", Messages, `{"model":"a","max_tokens":1,"tools":["Bash"]}`, Facts{}, "tools[0] is not a JSON object"},
+		{"nameless tool", Messages, `{"model":"a","max_tokens":1,"tools":[{}]}`, Facts{}, "tools[0] has neither a name nor a type"},
 		{"duplicate key", ChatCompletions, `{"model":"cheap","messages":[],"model":"dear"}`, Facts{}, "names the field \"model\" twice"},
+		{"duplicate key in a tool", ChatCompletions, `{"model":"m","tools":[{"type":"function","function":{"name":"a","name":"b"}}]}`, Facts{}, "tools[0].function names the field \"name\" twice"},
 		{"negative", Messages, `{"model":"a","max_tokens":-1}`, Facts{}, "negative"},
+		{"limit not an integer", Messages, `{"model":"a","max_tokens":1.5}`, Facts{}, "the body.max_tokens has the wrong type"},
+		{"stream as a string", ChatCompletions, `{"model":"a","stream":"true"}`, Facts{}, "the body.stream has the wrong type"},
+		{"escaped key", ChatCompletions, `{"mod\u0065l":"gpt-x"}`, Facts{Model: "gpt-x"}, ""},
+		{"unread keys may differ in case", ChatCompletions, `{"model":"gpt-x","Messages":[],"MESSAGES":[]}`, Facts{Model: "gpt-x"}, ""},
+
+		// Keys a case-insensitive reader (encoding/json) takes for one the
+		// door reads, at every level the door reads: refused, whatever the
+		// order, so policy and provider cannot read different requests.
+		{"folded model", ChatCompletions, `{"model":"gpt-cheap","Model":"gpt-dear"}`, Facts{}, `the field "Model", which a case-insensitive reader takes for "model"`},
+		{"folded model first", ChatCompletions, `{"MODEL":"gpt-dear","model":"gpt-cheap"}`, Facts{}, `takes for "model"`},
+		{"folded stream", ChatCompletions, `{"model":"m","stream":true,"STREAM":false}`, Facts{}, `takes for "stream"`},
+		{"unicode fold: long s", ChatCompletions, `{"model":"m","\u017ftream":false}`, Facts{}, `takes for "stream"`},
+		{"unicode fold: kelvin", Messages, "{\"model\":\"m\",\"max_to\u212aens\":1,\"max_tokens\":2}", Facts{}, `takes for "max_tokens"`},
+		{"folded tools", Messages, `{"model":"m","max_tokens":1,"Tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]}`, Facts{}, `takes for "tools"`},
+		{"folded tool type", Messages, `{"model":"m","max_tokens":1,"tools":[{"name":"x","Type":"web_fetch_20250910"}]}`, Facts{}, `tools[0] has the field "Type"`},
+		{"folded function name", ChatCompletions, `{"model":"m","tools":[{"type":"function","function":{"name":"a","NAME":"b"}}]}`, Facts{}, `tools[0].function has the field "NAME"`},
+		{"folded mcp_servers", Messages, `{"model":"m","max_tokens":1,"MCP_servers":[]}`, Facts{}, `takes for "mcp_servers"`},
+		{"folded server url", Responses, `{"model":"m","tools":[{"type":"mcp","server_label":"x","server_url":"https://ok.example/mcp","Server_URL":"https://evil.example/mcp"}]}`, Facts{}, `takes for "server_url"`},
+		{"folded mcp url", Messages, `{"model":"m","max_tokens":1,"mcp_servers":[{"type":"url","name":"x","url":"https://ok.example/","URL":"https://evil.example/"}]}`, Facts{}, `mcp_servers[0] has the field "URL"`},
+		{"folded stream options", ChatCompletions, `{"model":"m","Stream_Options":{}}`, Facts{}, `takes for "stream_options"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := ParseRequest(c.ep, []byte(c.body))
-			if c.name == "trailing garbage" {
-				if err == nil {
-					t.Fatalf("accepted %q", c.body)
-				}
-				return
-			}
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) || !errors.Is(err, ErrBadRequest) {
 					t.Fatalf("err = %v, want %q", err, c.err)
@@ -83,32 +104,103 @@ func TestParseRequest(t *testing.T) {
 	}
 }
 
+// Provider-side tools and connectors, in each API's own shape (from the
+// Anthropic and OpenAI SDKs' request types), become server tool facts:
+// kind, type, name, URL and host; client tools do not.
+func TestServerTools(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ep   Endpoint
+		body string
+		want []ServerTool
+		err  string
+	}{
+		{"anthropic client tools", Messages, `{"model":"m","max_tokens":1,"tools":[{"name":"Bash","input_schema":{}},{"type":"custom","name":"x"},` +
+			`{"type":"bash_20250124","name":"bash"},{"type":"text_editor_20250728","name":"str_replace_based_edit_tool"},{"type":"computer_20250124","name":"computer","display_width_px":1},{"type":"memory_20250818","name":"memory"}]}`, nil, ""},
+		{"anthropic server tools", Messages, `{"model":"m","max_tokens":1,"tools":[{"type":"web_fetch_20250910","name":"web_fetch","allowed_domains":["docs.example.com"]},` +
+			`{"type":"code_execution_20250825","name":"code_execution"},{"type":"tool_search_tool_regex_20251119","name":"tool_search_tool_regex"},{"type":"browser_toolset_20260801"}]}`,
+			[]ServerTool{{Kind: "web_fetch", Type: "web_fetch_20250910", Name: "web_fetch", Domains: []string{"docs.example.com"}},
+				{Kind: "code_execution", Type: "code_execution_20250825", Name: "code_execution"},
+				{Kind: "tool_search", Type: "tool_search_tool_regex_20251119", Name: "tool_search_tool_regex"},
+				{Kind: "browser_toolset", Type: "browser_toolset_20260801", Name: "browser_toolset_20260801"}}, ""},
+		{"anthropic MCP connector", Messages, `{"model":"m","max_tokens":1,"mcp_servers":[{"type":"url","url":"https://MCP.Example.com/sse?k=v","name":"ex","authorization_token":"tok"}],` +
+			`"tools":[{"type":"mcp_toolset","mcp_server_name":"ex"}]}`,
+			[]ServerTool{{Kind: "mcp", Type: "mcp_toolset", Name: "ex"}, {Kind: "mcp", Type: "mcp_servers", Name: "ex", URL: "https://MCP.Example.com/sse?k=v", Host: "mcp.example.com:443"}}, ""},
+		{"count_tokens reads the connector too", CountTokens, `{"model":"m","mcp_servers":[{"type":"url","url":"http://10.0.0.1:8080/","name":"in"}]}`,
+			[]ServerTool{{Kind: "mcp", Type: "mcp_servers", Name: "in", URL: "http://10.0.0.1:8080/", Host: "10.0.0.1:8080"}}, ""},
+		{"MCP server without a URL", Messages, `{"model":"m","max_tokens":1,"mcp_servers":[{"type":"url","name":"x"}]}`, nil, "mcp_servers[0].url is missing"},
+		{"MCP server URL not http", Messages, `{"model":"m","max_tokens":1,"mcp_servers":[{"type":"url","url":"file:///etc/passwd","name":"x"}]}`, nil, "not an absolute http(s) URL"},
+		{"MCP server URL with a password", Messages, `{"model":"m","max_tokens":1,"mcp_servers":[{"type":"url","url":"https://u:p@h.example/","name":"x"}]}`, nil, "carries credentials"},
+		{"openai chat client tools", ChatCompletions, `{"model":"m","tools":[{"type":"function","function":{"name":"f"}},{"type":"custom","custom":{"name":"g"}}]}`, nil, ""},
+		{"openai chat web search option", ChatCompletions, `{"model":"m","web_search_options":{}}`,
+			[]ServerTool{{Kind: "web_search", Type: "web_search_options", Name: "web_search_options"}}, ""},
+		{"openai chat unknown tool type", ChatCompletions, `{"model":"m","tools":[{"type":"retrieval"}]}`,
+			[]ServerTool{{Kind: "retrieval", Type: "retrieval", Name: "retrieval"}}, ""},
+		{"responses hosted tools", Responses, `{"model":"m","tools":[{"type":"web_search_preview_2025_03_11"},{"type":"file_search","vector_store_ids":["vs_1"]},` +
+			`{"type":"code_interpreter","container":{"type":"auto"}},{"type":"image_generation"},{"type":"web_search","filters":{"allowed_domains":["a.example"]}}]}`,
+			[]ServerTool{{Kind: "web_search", Type: "web_search_preview_2025_03_11", Name: "web_search_preview_2025_03_11"},
+				{Kind: "file_search", Type: "file_search", Name: "file_search"},
+				{Kind: "code_execution", Type: "code_interpreter", Name: "code_interpreter"},
+				{Kind: "image_generation", Type: "image_generation", Name: "image_generation"},
+				{Kind: "web_search", Type: "web_search", Name: "web_search", Domains: []string{"a.example"}}}, ""},
+		{"responses MCP", Responses, `{"model":"m","tools":[{"type":"mcp","server_label":"deepwiki","server_url":"https://mcp.deepwiki.com/mcp","require_approval":"never","headers":{"Authorization":"Bearer x"}},` +
+			`{"type":"mcp","server_label":"mail","connector_id":"connector_gmail","authorization":"tok"}]}`,
+			[]ServerTool{{Kind: "mcp", Type: "mcp", Name: "deepwiki", URL: "https://mcp.deepwiki.com/mcp", Host: "mcp.deepwiki.com:443"},
+				{Kind: "mcp", Type: "mcp", Name: "mail", Connector: "connector_gmail"}}, ""},
+		{"responses client tools", Responses, `{"model":"m","tools":[{"type":"function","name":"f"},{"type":"custom","name":"c"},{"type":"local_shell"},{"type":"apply_patch"},` +
+			`{"type":"computer_use_preview","display_width":1},{"type":"shell"},{"type":"shell","environment":{"type":"local"}},{"type":"namespace","name":"crm","tools":[]}]}`, nil, ""},
+		{"responses hosted shell", Responses, `{"model":"m","tools":[{"type":"shell","environment":{"type":"container_auto"}}]}`,
+			[]ServerTool{{Kind: "shell", Type: "shell", Name: "shell"}}, ""},
+		{"responses stored prompt", Responses, `{"model":"m","prompt":{"id":"pmpt_1","version":"2"}}`,
+			[]ServerTool{{Kind: "prompt", Type: "prompt", Name: "pmpt_1"}}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := ParseRequest(c.ep, []byte(c.body))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err = %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got.ServerTools, c.want) {
+				t.Fatalf("server tools %+v, %v; want %+v", got.ServerTools, err, c.want)
+			}
+		})
+	}
+}
+
 func TestWithStreamUsage(t *testing.T) {
-	body := []byte(`{"model":"m","stream":true,"messages":[]}`)
-	f, _ := ParseRequest(ChatCompletions, body)
-	out, err := WithStreamUsage(ChatCompletions, body, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(out, &m); err != nil {
-		t.Fatal(err)
-	}
-	if so, _ := m["stream_options"].(map[string]any); so["include_usage"] != true || m["model"] != "m" {
-		t.Fatalf("rewritten body %s", out)
-	}
-	// Asked for false: usage is still needed for the budget.
-	body = []byte(`{"model":"m","stream":true,"stream_options":{"include_usage":false,"x":1}}`)
-	out, _ = WithStreamUsage(ChatCompletions, body, f)
-	if !strings.Contains(string(out), `"include_usage":true`) || !strings.Contains(string(out), `"x":1`) {
-		t.Fatalf("rewritten body %s", out)
-	}
-	// Not streamed, or already asked: unchanged.
-	for _, b := range []string{`{"model":"m"}`, `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`} {
-		f, _ := ParseRequest(ChatCompletions, []byte(b))
-		out, _ := WithStreamUsage(ChatCompletions, []byte(b), f)
-		if string(out) != b {
-			t.Fatalf("%s became %s", b, out)
+	for _, c := range []struct{ in, want, err string }{
+		{`{"model":"m","stream":true,"messages":[{"content":"<b>&</b>"}]}`,
+			`{"stream_options":{"include_usage":true},"model":"m","stream":true,"messages":[{"content":"<b>&</b>"}]}`, ""},
+		// Asked for false: usage is still needed for the budget; the rest
+		// of the object, and of the body, stays byte for byte.
+		{`{"model":"m","stream":true,"stream_options":{"include_usage":false,"x":1}}`,
+			`{"model":"m","stream":true,"stream_options":{"include_usage":true,"x":1}}`, ""},
+		{` { "model":"m","stream":true,"stream_options": { } } `, ` { "model":"m","stream":true,"stream_options": {"include_usage":true } } `, ""},
+		{`{"model":"m","stream":true,"stream_options":null}`, `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`, ""},
+		{`{"model":"m","stream":true,"stream_options":{"x":"\u00e9"}}`, `{"model":"m","stream":true,"stream_options":{"include_usage":true,"x":"\u00e9"}}`, ""},
+		// Not streamed, or already asked: unchanged.
+		{`{"model":"m"}`, `{"model":"m"}`, ""},
+		{`{"model":"m","stream":true,"stream_options":{"include_usage":true}}`, `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`, ""},
+		// What a provider and a case-insensitive reader would read apart.
+		{`{"model":"m","stream":true,"stream_options":{"include_usage":true,"include_usage":false}}`, "", "names the field \"include_usage\" twice"},
+		{`{"model":"m","stream":true,"stream_options":{"include_usage":true,"Include_Usage":false}}`, "", `takes for "include_usage"`},
+		{`{"model":"m","stream":true,"stream_options":"yes"}`, "", "stream_options is not a JSON object"},
+	} {
+		f, err := ParseRequest(ChatCompletions, []byte(c.in))
+		if err != nil {
+			t.Fatalf("%s: %v", c.in, err)
+		}
+		out, err := WithStreamUsage(ChatCompletions, []byte(c.in), f)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: err %v, want %q", c.in, err, c.err)
+			}
+			continue
+		}
+		if err != nil || string(out) != c.want {
+			t.Errorf("%s became %s (%v), want %s", c.in, out, err, c.want)
 		}
 	}
 }

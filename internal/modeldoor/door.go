@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/toolgate/toolgate/internal/agentsock"
 	"github.com/toolgate/toolgate/internal/gateway"
@@ -75,8 +76,9 @@ type Request struct {
 // and body (streamed as it arrives, when it is SSE), or the door's own
 // refusal in the provider's error shape, with Toolgate-Audit-Id and
 // Toolgate-Rule headers. Closing the body before its end is a client that
-// went away, recorded as such. An error is returned only when no answer
-// could be formed at all (ctx ended first).
+// went away, recorded as such once the door has read the answer's usage.
+// An error is returned only when no answer could be formed at all (ctx
+// ended first).
 func (d *Door) Send(caller context.Context, r *Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancel(caller)
 	pr, pw := io.Pipe()
@@ -96,10 +98,9 @@ func (d *Door) Send(caller context.Context, r *Request) (*http.Response, error) 
 		return resp, nil
 	case <-caller.Done():
 		// Nobody will read an answer now: the door's writer must not wait
-		// for a reader.
+		// for a reader, nor the caller for the door reading on for usage.
 		pr.CloseWithError(caller.Err())
 		cancel()
-		<-done
 		return nil, caller.Err()
 	}
 }
@@ -314,18 +315,32 @@ func (s *pipeSink) started() bool {
 	return s.began
 }
 
-// pipeBody is an in-process answer's body: closing it early ends the call
-// (the client went away) and waits for its result to be handed to the audit.
+// pipeBody is an in-process answer's body. Closing it after its end waits
+// for the call's result to be handed to the audit; closing it early is a
+// client that went away: the door reads on for the answer's usage
+// (bounded, see Tool.Run) and records the result when it has it, without
+// holding the caller.
 type pipeBody struct {
 	*io.PipeReader
 	cancel context.CancelFunc
 	done   chan struct{}
+	ended  atomic.Bool
+}
+
+func (b *pipeBody) Read(p []byte) (int, error) {
+	n, err := b.PipeReader.Read(p)
+	if err == io.EOF {
+		b.ended.Store(true)
+	}
+	return n, err
 }
 
 func (b *pipeBody) Close() error {
 	b.PipeReader.CloseWithError(errClientClosed)
 	b.cancel()
-	<-b.done
+	if b.ended.Load() {
+		<-b.done
+	}
 	return nil
 }
 

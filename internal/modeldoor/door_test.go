@@ -40,6 +40,7 @@ type harness struct {
 	dir   string
 	srv   *agentsock.Server
 	meter *Meter
+	tool  *Tool
 }
 
 // newHarness configures agents demo (anthropic + openai, key granted),
@@ -68,6 +69,7 @@ gateway:
       secret: model_key
       private: allow
       timeout: 2s
+      headers: {OpenAI-Organization: org-host, OpenAI-Project: proj-host}
 agents:
   demo:
     model: {%[2]s}
@@ -77,6 +79,13 @@ agents:
   other: {}
   thief:
     model: {providers: [anthropic]}
+  reach:
+    egress: {allow: ["mcp.example.com:443", "*.docs.example:443"]}
+    model: {providers: [anthropic, openai], serverTools: [mcp, web_search]}
+    rules:
+      - name: search-within-domains
+        deny: kind == "model" && args.server_tools.exists(t, t.kind == "web_search" && !has(t.domains))
+        reason: web search only within named domains
 `, h.fake.URL, agentModel)
 	path := filepath.Join(h.dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
@@ -90,7 +99,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec, err := secrets.New(h.dir, map[string]config.Secret{"model_key": {Value: realKey, Agents: []string{"demo"}, Tools: []string{"anthropic", "openai"}}})
+	sec, err := secrets.New(h.dir, map[string]config.Secret{"model_key": {Value: realKey, Agents: []string{"demo", "reach"}, Tools: []string{"anthropic", "openai"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +107,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.tool = tool
 	snap := &gateway.Snapshot{Agents: map[string]gateway.AgentInfo{}, ByKind: map[gateway.Kind]gateway.Tool{gateway.KindModel: tool}, Decider: eng}
 	for name := range cfg.Agents {
 		snap.Agents[name] = gateway.AgentInfo{Name: name}
@@ -220,7 +230,9 @@ func TestForwardsEveryShape(t *testing.T) {
 		{"openai", "/v1/responses", "responses", false, fakeprovider.OpenAIToolID, "completed"},
 	} {
 		t.Run(fmt.Sprintf("%s stream=%v", c.path, c.stream), func(t *testing.T) {
-			req := fmt.Sprintf(`{"model":%q,"max_tokens":100,"stream":%v,"tools":[{"name":"Bash","type":"function","function":{"name":"Bash"}}],"messages":[{"role":"user","content":"hi"}]}`, fakeprovider.ModelToolUse, c.stream)
+			tool := map[string]string{"anthropic": `{"name":"Bash","input_schema":{}}`, "chat": `{"type":"function","function":{"name":"Bash"}}`,
+				"responses": `{"type":"function","name":"Bash"}`}[c.api]
+			req := fmt.Sprintf(`{"model":%q,"max_tokens":100,"stream":%v,"tools":[%s],"messages":[{"role":"user","content":"hi"}]}`, fakeprovider.ModelToolUse, c.stream, tool)
 			resp := h.post(t, "demo", c.provider, c.path, req, "Toolgate-Session", "sess-1", "Toolgate-Parent", "0123abcd")
 			got := body(t, resp)
 			if resp.StatusCode != 200 || !strings.Contains(got, c.toolID) {
@@ -390,7 +402,9 @@ func TestUpstreamFailures(t *testing.T) {
 		if got := body(t, resp); resp.StatusCode != 200 || !strings.Contains(got, "not json") {
 			t.Fatalf("%d %q", resp.StatusCode, got)
 		}
-		if e := h.result(t); e.Detail["usageMissing"] != true {
+		// The provider bills an answer it sent, readable or not: an
+		// estimate is charged, and the entry says so.
+		if e := h.result(t); e.Detail["usage"] != "estimated" || num(e.Detail["estimatedTokens"]) == 0 || e.Detail["inputTokens"] != nil {
 			t.Fatalf("%+v", e)
 		}
 	})
@@ -427,30 +441,45 @@ func TestUpstreamFailures(t *testing.T) {
 	})
 }
 
-// A client that goes away mid-stream ends the upstream request, and the
-// result says so.
+// A client that goes away mid-stream does not end the upstream request:
+// the provider bills the answer all the same, so the door reads it to its
+// end for the usage, counts it and records that the client left.
 func TestClientDisconnect(t *testing.T) {
 	h := newHarness(t, "")
-	h.fake.Chunks, h.fake.Gap = 1000, 5*time.Millisecond
-	resp := h.post(t, "demo", "anthropic", "/v1/messages", `{"model":"fake-slow","max_tokens":5,"stream":true}`)
+	h.fake.Chunks, h.fake.Gap = 200, 5*time.Millisecond
+	resp := h.post(t, "demo", "anthropic", "/v1/messages", `{"model":"fake-slow","max_tokens":500,"stream":true}`)
 	br := bufio.NewReader(resp.Body)
 	if _, err := br.ReadString('\n'); err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	deadline := time.Now().Add(10 * time.Second)
+	e := h.waitResults(t, 1)[0]
+	if !strings.Contains(e.Error, "client went away") || e.Detail["usage"] != "measured" || num(e.Detail["outputTokens"]) != 200 {
+		t.Fatalf("%+v", e)
+	}
+	if r := h.fake.Requests()[0]; !r.Finished || r.Billed != h.meter.Spent("demo", time.Now()).Tokens1h {
+		t.Fatalf("upstream finished %v, billed %d; counted %+v", r.Finished, r.Billed, h.meter.Spent("demo", time.Now()))
+	}
+}
+
+// waitResults waits for n result entries of model calls and returns them.
+func (h *harness) waitResults(t *testing.T, n int) []*gateway.Entry {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
 	for {
-		es := h.entries(t)
-		if e := es[len(es)-1]; e.Phase == gateway.PhaseResult {
-			if !strings.Contains(e.Error, "client went away") {
-				t.Fatalf("%+v", e)
+		var res []*gateway.Entry
+		for _, e := range h.entries(t) {
+			if e.Phase == gateway.PhaseResult {
+				res = append(res, e)
 			}
-			return
+		}
+		if len(res) >= n {
+			return res
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("no result entry after the client left")
+			t.Fatalf("%d result entries after 30s, want %d", len(res), n)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -554,6 +583,8 @@ func TestUsage(t *testing.T) {
 	body(t, h.post(t, "demo", "openai", "/v1/chat/completions", `{"model":"fake-text"}`))
 	body(t, h.post(t, "demo", "anthropic", "/v1/messages", `{"model":"claude-opus","max_tokens":5}`))
 	body(t, h.post(t, "demo", "anthropic", "/v1/messages", `{"model":"fake-429","max_tokens":5}`))
+	const garbage = `{"model":"fake-garbage","max_tokens":5}`
+	body(t, h.post(t, "demo", "anthropic", "/v1/messages", garbage))
 	h.aw.Close()
 	rows, err := Usage(filepath.Join(h.dir, "logs"), "demo", time.Now().Add(-time.Hour))
 	if err != nil {
@@ -573,8 +604,11 @@ func TestUsage(t *testing.T) {
 	if r := byModel["anthropic/claude-opus"]; r.Denied != 1 || r.Calls != 0 {
 		t.Fatalf("denied: %+v", r)
 	}
-	if r := byModel["anthropic/fake-429"]; r.Calls != 1 || r.Errors != 1 || r.Input != 0 {
+	if r := byModel["anthropic/fake-429"]; r.Calls != 1 || r.Errors != 1 || r.Input != 0 || r.Estimated != 0 {
 		t.Fatalf("429: %+v", r)
+	}
+	if r := byModel["anthropic/fake-garbage"]; r.Calls != 1 || r.Input != 0 || r.Estimated != 5+int64(len(garbage)+3)/4 || r.EstimatedCostUSD == 0 {
+		t.Fatalf("garbage: %+v", r)
 	}
 	if rows, _ := Usage(filepath.Join(h.dir, "logs"), "other", time.Time{}); len(rows) != 0 {
 		t.Fatalf("other agent: %+v", rows)
@@ -615,11 +649,12 @@ func TestRecordedCallsDecideAgain(t *testing.T) {
 	}
 }
 
-// An in-process caller that closes the answer early ends the upstream
-// request; the result says the client went away.
+// An in-process caller that closes the answer early gets its Close at
+// once; the door reads the answer on for its usage and then records the
+// result, the client's leaving and the measured tokens.
 func TestSendClosedEarly(t *testing.T) {
 	h := newHarness(t, "")
-	h.fake.Chunks, h.fake.Gap = 1000, 5*time.Millisecond
+	h.fake.Chunks, h.fake.Gap = 200, 5*time.Millisecond
 	resp, err := h.door.Send(context.Background(), &Request{Agent: "demo", Provider: "openai", Path: "/v1/chat/completions",
 		Body: []byte(`{"model":"fake-slow","stream":true}`)})
 	if err != nil {
@@ -628,11 +663,15 @@ func TestSendClosedEarly(t *testing.T) {
 	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close() // returns once the result is handed to the audit
+	resp.Body.Close()
 	if n := len(h.fake.Requests()); n != 1 {
 		t.Fatalf("%d upstream requests", n)
 	}
-	if e := h.result(t); !strings.Contains(e.Error, "client went away") {
+	e := h.waitResults(t, 1)[0]
+	if !strings.Contains(e.Error, "client went away") || e.Detail["usage"] != "measured" || num(e.Detail["outputTokens"]) != 200 {
 		t.Fatalf("%+v", e)
+	}
+	if r := h.fake.Requests()[0]; !r.Finished {
+		t.Fatal("the door stopped reading when the caller closed")
 	}
 }

@@ -10,7 +10,11 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
+	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/config"
@@ -50,12 +54,25 @@ type Tool struct {
 	meter     *Meter
 	secrets   Secrets
 	now       func() time.Time
+	// How long, and how many more bytes, an answer is read for its usage
+	// after the client went away.
+	drainTime  time.Duration
+	drainBytes int64
 }
+
+// Bounds on reading an answer nobody takes any more: long enough for most
+// answers to end and report what they cost, short enough that a client
+// hanging up cannot hold the door's connections for long.
+const (
+	drainAfterClient      = 2 * time.Minute
+	drainBytesAfterClient = 16 << 20
+)
 
 // NewTool builds the model tool of a configuration. The meter outlives it
 // (a reload builds a new tool on the same meter).
 func NewTool(cfg *config.Config, sec Secrets, meter *Meter, env Env) (*Tool, error) {
-	t := &Tool{providers: map[string]*provider{}, agents: map[string]*config.AgentModel{}, meter: meter, secrets: sec, now: time.Now}
+	t := &Tool{providers: map[string]*provider{}, agents: map[string]*config.AgentModel{}, meter: meter, secrets: sec, now: time.Now,
+		drainTime: drainAfterClient, drainBytes: drainBytesAfterClient}
 	var errs []error
 	for name, p := range cfg.Gateway.Models {
 		f, ok := factory(p.Kind)
@@ -101,7 +118,8 @@ func (t *Tool) API(provider string) (model.API, bool) {
 }
 
 // Args are a model call's arguments as recorded and as CEL rules see them
-// (args.model, args.max_tokens, args.tools …): the facts, never the prompt.
+// (args.model, args.max_tokens, args.tools, args.server_tools …): the
+// facts, never the prompt.
 type Args struct {
 	Provider  string   `json:"provider"`
 	Endpoint  string   `json:"endpoint"`
@@ -109,7 +127,12 @@ type Args struct {
 	MaxTokens int64    `json:"max_tokens,omitempty"`
 	Stream    bool     `json:"stream,omitempty"`
 	Tools     []string `json:"tools,omitempty"`
-	BodyBytes int      `json:"bodyBytes"`
+	// ServerTools and Betas are always listed, so a rule can read them
+	// without has(): args.server_tools.exists(t, t.kind == "web_fetch").
+	ServerTools []model.ServerTool `json:"server_tools"`
+	Betas       []string           `json:"betas"`           // anthropic-beta / OpenAI-Beta values, as forwarded
+	Query       string             `json:"query,omitempty"` // the query string, as forwarded
+	BodyBytes   int                `json:"bodyBytes"`
 }
 
 // exchange is one request in flight: what the entry point received and
@@ -145,7 +168,7 @@ func (t *Tool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
 	if !ok {
 		return t.prepareRecorded(call)
 	}
-	args := Args{Provider: call.Tool, BodyBytes: len(ex.body)}
+	args := Args{Provider: call.Tool, BodyBytes: len(ex.body), ServerTools: []model.ServerTool{}, Betas: []string{}}
 	defer func() { call.Args, _ = json.Marshal(args) }()
 	p, ok := t.providers[call.Tool]
 	if !ok {
@@ -156,11 +179,21 @@ func (t *Tool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
 		return fmt.Errorf("model: %s %s is not a %s endpoint the door forwards", ex.method, ex.path, p.api)
 	}
 	args.Endpoint = string(ep)
+	if err := checkQuery(ex.query); err != nil {
+		return err
+	}
+	args.Query = ex.query
+	header, betas, err := requestHeader(ex.header, p.cfg.Headers)
+	if err != nil {
+		return err
+	}
+	ex.header, args.Betas = header, append(args.Betas, betas...)
 	facts, err := model.ParseRequest(ep, ex.body)
 	if err != nil {
 		return err
 	}
 	args.Model, args.MaxTokens, args.Stream, args.Tools = facts.Model, facts.MaxTokens, facts.Stream, facts.Tools
+	args.ServerTools = append(args.ServerTools, facts.ServerTools...)
 	if ex.body, err = model.WithStreamUsage(ep, ex.body, facts); err != nil {
 		return err
 	}
@@ -210,11 +243,20 @@ func (t *Tool) prepareRecorded(call *gateway.Call) error {
 // Run forwards an allowed call and passes the answer on as it arrives.
 // The result entry's detail gets the status, usage, stop reason, tool_use
 // ids, cost and timings; a failure on either side is its error.
+//
+// The upstream request does not end with the client's: a provider bills an
+// answer whether anyone reads it or not, so when the client goes away the
+// door reads on for the usage, for at most drainTime and drainBytes more.
+// An answer whose usage does not arrive whole is charged an estimate
+// (model.Estimate) and recorded as such (usage: estimated).
 func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (*gateway.Result, error) {
 	ex, _ := call.Prepared.(*exchange)
 	p := t.providers[call.Tool]
 	if ex == nil || p == nil {
 		return nil, errors.New("model: the call carries no request")
+	}
+	if ctx.Err() != nil {
+		return nil, errors.New("model: the client went away before the request was sent")
 	}
 	d := maps.Clone(call.Detail)
 	delete(d, "spent") // on the decision; the result has its own facts
@@ -222,8 +264,8 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 	start := t.now()
 	t.meter.Request(call.Agent, start)
 
-	client := ctx // ends when the client goes away
-	ctx, cancel := context.WithCancelCause(ctx)
+	client := ctx
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
 	// No byte from the upstream for Timeout ends the call: before the
 	// answer's headers and between two reads of its body.
@@ -231,9 +273,23 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 		cancel(fmt.Errorf("model: the upstream sent nothing for %s", p.cfg.Timeout))
 	})
 	defer idle.Stop()
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
-		d["remote"] = ci.Conn.RemoteAddr().String()
-	}})
+	// The client leaving (its context ends, or a write to it fails) starts
+	// the clock on reading on.
+	var leaving sync.Once
+	left := func() {
+		leaving.Do(func() {
+			drain := time.AfterFunc(t.drainTime, func() {
+				cancel(fmt.Errorf("model: the answer did not end within %s of the client leaving", t.drainTime))
+			})
+			context.AfterFunc(ctx, func() { drain.Stop() })
+		})
+	}
+	defer context.AfterFunc(client, left)()
+	var sent atomic.Bool // the whole request reached the upstream: from here on it may bill
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn:      func(ci httptrace.GotConnInfo) { d["remote"] = ci.Conn.RemoteAddr().String() },
+		WroteRequest: func(w httptrace.WroteRequestInfo) { sent.Store(w.Err == nil) },
+	})
 
 	req, err := http.NewRequestWithContext(ctx, ex.method, ex.path, bytes.NewReader(ex.body))
 	if err != nil {
@@ -241,7 +297,7 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 	}
 	req.URL.RawQuery = ex.query
 	req.ContentLength = int64(len(ex.body))
-	req.Header = forwardHeader(ex.header)
+	req.Header = ex.header.Clone()
 	if p.cfg.Secret != "" {
 		key, err := t.secrets.Resolve(call.Agent, p.name, p.cfg.Secret)
 		if err != nil {
@@ -253,6 +309,9 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 	if err != nil {
 		if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
 			err = c
+		}
+		if sent.Load() {
+			t.record(d, call, p, ex, model.Outcome{}, false, 0)
 		}
 		return nil, fmt.Errorf("model: provider %s: %w", p.name, err)
 	}
@@ -271,8 +330,8 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 	if sse {
 		stream = model.NewStream(ex.endpoint)
 	}
-	var n int64
-	var upErr, downErr error
+	var n, drained int64
+	var upErr, gone error // gone: why the client stopped taking the answer
 	buf := make([]byte, 32<<10)
 	for {
 		k, rerr := resp.Body.Read(buf)
@@ -284,8 +343,15 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 			} else if whole.Len() < maxJSONAnswer {
 				whole.Write(buf[:min(k, maxJSONAnswer-whole.Len())])
 			}
-			if werr := ex.out.write(buf[:k]); werr != nil {
-				downErr = werr
+			if gone == nil && client.Err() != nil {
+				gone = client.Err()
+			}
+			if gone == nil {
+				if gone = ex.out.write(buf[:k]); gone != nil {
+					left()
+				}
+			} else if drained += int64(k); drained > t.drainBytes {
+				upErr = fmt.Errorf("model: the answer ran on for more than %d bytes after the client left", t.drainBytes)
 				break
 			}
 		}
@@ -294,33 +360,40 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 		}
 		if rerr != nil {
 			upErr = rerr
-			if client.Err() != nil {
-				upErr, downErr = nil, client.Err()
-			} else if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
+			if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
 				upErr = c
 			}
 			break
 		}
 	}
+	if gone == nil && client.Err() != nil {
+		gone = client.Err()
+	}
 	d["bytes"] = n
 	d["durationMs"] = ms(t.now().Sub(start))
 
 	var out model.Outcome
-	known := false
+	measured := false
 	if stream != nil {
 		stream.Close()
-		out, known = stream.Outcome(), true
-		if upErr == nil && downErr == nil && resp.StatusCode < 300 && !stream.Done() {
+		out = stream.Outcome()
+		measured = stream.Done() && out.HasUsage
+		if upErr == nil && gone == nil && resp.StatusCode < 300 && !stream.Done() {
 			upErr = errors.New("the stream ended before its final event")
 		}
 	} else if resp.StatusCode < 300 {
-		out, known = model.ParseResponse(ex.endpoint, whole.Bytes())
+		var ok bool
+		out, ok = model.ParseResponse(ex.endpoint, whole.Bytes())
+		measured = ok && out.HasUsage
 	}
 	res := &gateway.Result{}
-	t.record(d, call, p, ex, out, known, resp.StatusCode)
+	t.record(d, call, p, ex, out, measured, resp.StatusCode)
 	switch {
-	case downErr != nil:
-		res.Error = "the client went away before the answer ended: " + downErr.Error()
+	case gone != nil:
+		res.Error = "the client went away before the answer ended: " + gone.Error()
+		if upErr != nil {
+			res.Error += "; reading on for its usage: " + upErr.Error()
+		}
 	case upErr != nil:
 		res.Error = "the upstream cut the answer: " + upErr.Error()
 		if sse {
@@ -338,8 +411,11 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 	return res, nil
 }
 
-// record puts what the answer said in the result's detail and counts it.
-func (t *Tool) record(d map[string]any, call *gateway.Call, p *provider, ex *exchange, out model.Outcome, known bool, status int) {
+// record puts what the answer said in the result's detail and counts it
+// against the budget: the usage the answer reported when it arrived whole
+// (usage: measured), else an estimate (usage: estimated, estimatedTokens).
+// status 0 is a request the upstream received but never answered.
+func (t *Tool) record(d map[string]any, call *gateway.Call, p *provider, ex *exchange, out model.Outcome, measured bool, status int) {
 	name := out.Model
 	if name == "" {
 		name = ex.facts.Model
@@ -354,51 +430,99 @@ func (t *Tool) record(d map[string]any, call *gateway.Call, p *provider, ex *exc
 	if !ex.endpoint.Generates() || status >= 300 {
 		return
 	}
-	if !known || !out.HasUsage {
-		d["usageMissing"] = true
-		return
-	}
 	u := out.Usage
-	d["inputTokens"], d["outputTokens"] = u.Input, u.Output
-	if u.CacheRead > 0 {
-		d["cacheReadTokens"] = u.CacheRead
-	}
-	if u.CacheWrite > 0 {
-		d["cacheWriteTokens"] = u.CacheWrite
+	if measured {
+		d["usage"] = "measured"
+		d["inputTokens"], d["outputTokens"] = u.Input, u.Output
+		if u.CacheRead > 0 {
+			d["cacheReadTokens"] = u.CacheRead
+		}
+		if u.CacheWrite > 0 {
+			d["cacheWriteTokens"] = u.CacheWrite
+		}
+	} else {
+		u = model.Estimate(ex.facts, len(ex.body), u)
+		d["usage"] = "estimated"
+		d["estimatedTokens"] = u.Total()
 	}
 	cost := 0.0
-	if price, ok := p.prices.Lookup(name); ok {
-		cost = price.Cost(u)
+	if price, ok := p.prices.Lookup(name); !ok {
+		d["unpriced"] = true
+	} else if cost = price.Cost(u); measured {
 		d["costUSD"] = cost
 	} else {
-		d["unpriced"] = true
+		d["estimatedCostUSD"] = cost
 	}
 	t.meter.Add(call.Agent, t.now(), u.Total(), cost)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// Headers the door never forwards: credentials the sandbox holds (a
-// placeholder at most), hop-by-hop headers, toolgate's own hints, and
-// Accept-Encoding (the transport negotiates compression and decompresses,
-// so usage is read from plain bytes).
-var dropRequest = map[string]bool{
-	"Authorization": true, "X-Api-Key": true, "Api-Key": true, "X-Goog-Api-Key": true, "Cookie": true,
-	"Proxy-Authorization": true, "Connection": true, "Keep-Alive": true, "Te": true, "Trailer": true,
-	"Transfer-Encoding": true, "Upgrade": true, "Host": true, "Content-Length": true, "Accept-Encoding": true,
-	"Proxy-Connection": true,
-}
+// passRequest are the request headers the door passes from the sandbox to
+// the provider: what says how to read the body and which API version or
+// betas it uses. Every other header is dropped — credentials (a
+// placeholder at most), billing (OpenAI-Organization, OpenAI-Project: the
+// provider's headers in the configuration pin them), hop-by-hop headers,
+// toolgate's own hints and whatever a client invents — and the transport
+// negotiates compression itself, so usage is read from plain bytes.
+var passRequest = []string{"Content-Type", "Accept", "User-Agent", "Anthropic-Version", "Anthropic-Beta", "Openai-Beta"}
 
-func forwardHeader(in http.Header) http.Header {
-	out := make(http.Header, len(in))
-	for k, v := range in {
-		k = http.CanonicalHeaderKey(k)
-		if dropRequest[k] || strings.HasPrefix(k, "Toolgate-") {
+const maxBetas = 32
+
+var (
+	versionValue = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
+	betaValue    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._=-]{0,127}$`)
+)
+
+// requestHeader is what the door forwards of the sandbox's headers, with
+// the provider's pinned ones set, and the beta values among them (each
+// checked: a name, never free text the provider could read otherwise).
+func requestHeader(in http.Header, pinned map[string]string) (http.Header, []string, error) {
+	out := make(http.Header, len(passRequest)+len(pinned))
+	var betas []string
+	for _, k := range passRequest {
+		vs := in.Values(k)
+		if len(vs) == 0 {
 			continue
 		}
-		out[k] = v
+		switch k {
+		case "Anthropic-Version":
+			if len(vs) != 1 || !versionValue.MatchString(vs[0]) {
+				return nil, nil, fmt.Errorf("model: anthropic-version must be one date, like 2023-06-01")
+			}
+		case "Anthropic-Beta", "Openai-Beta":
+			for _, v := range vs {
+				for b := range strings.SplitSeq(v, ",") {
+					if b = strings.TrimSpace(b); !betaValue.MatchString(b) {
+						return nil, nil, fmt.Errorf("model: %s holds %q, which is not a beta name", strings.ToLower(k), bound(b))
+					}
+					betas = append(betas, b)
+				}
+			}
+			if len(betas) > maxBetas {
+				return nil, nil, fmt.Errorf("model: more than %d beta names", maxBetas)
+			}
+		}
+		out[k] = vs
 	}
-	return out
+	for k, v := range pinned {
+		out.Set(k, v)
+	}
+	return out, betas, nil
+}
+
+// maxQuery bounds the query string: the APIs the door serves take at
+// most a flag there (Anthropic's SDK sends ?beta=true).
+const maxQuery = 256
+
+func checkQuery(q string) error {
+	if len(q) > maxQuery {
+		return fmt.Errorf("model: a query string of %d bytes; at most %d are forwarded", len(q), maxQuery)
+	}
+	if _, err := url.ParseQuery(q); err != nil {
+		return fmt.Errorf("model: the query string is malformed")
+	}
+	return nil
 }
 
 var dropAnswer = map[string]bool{

@@ -24,6 +24,10 @@ type UsageRow struct {
 	CacheWrite int64   `json:"cacheWriteTokens"`
 	CostUSD    float64 `json:"costUSD"`
 	Unpriced   int     `json:"unpriced,omitempty"` // calls whose model has no price
+	// Estimated are the tokens (and cost) charged for answers whose usage
+	// never arrived whole (usage: estimated), apart from the measured ones.
+	Estimated        int64   `json:"estimatedTokens,omitempty"`
+	EstimatedCostUSD float64 `json:"estimatedCostUSD,omitempty"`
 }
 
 // Usage sums the model calls in the audit log at dir since a time (zero:
@@ -55,8 +59,12 @@ func Usage(dir, agent string, since time.Time) ([]UsageRow, error) {
 			r.Output += count(e.Detail["outputTokens"])
 			r.CacheRead += count(e.Detail["cacheReadTokens"])
 			r.CacheWrite += count(e.Detail["cacheWriteTokens"])
+			r.Estimated += count(e.Detail["estimatedTokens"])
 			if c, ok := e.Detail["costUSD"].(float64); ok && c > 0 {
 				r.CostUSD += c
+			}
+			if c, ok := e.Detail["estimatedCostUSD"].(float64); ok && c > 0 {
+				r.EstimatedCostUSD += c
 			}
 			if e.Detail["unpriced"] == true {
 				r.Unpriced++

@@ -32,6 +32,9 @@ type agentPolicy struct {
 	shadows []*rule         // mode: shadow, file order; never enforced
 	dflt    gateway.Decision
 	egress  *netrule.Policy // nil: the agent has no egress
+	// connectors are the MCP servers a model provider may be asked to
+	// reach for the agent: model.connectors, else the egress allowlist.
+	connectors []netrule.Rule
 }
 
 type rule struct {
@@ -102,6 +105,10 @@ func compile(cfg *config.Config) (*Engine, error) {
 		if a.Egress != nil {
 			p := a.Egress.Policy()
 			ap.egress = &p
+			ap.connectors = p.Allow
+		}
+		if a.Model != nil && a.Model.Connectors != nil {
+			ap.connectors, _ = netrule.ParseRules(a.Model.Connectors) // checked by config.Load
 		}
 		for _, t := range config.CoreTools {
 			ap.core[t] = a.CoreEnabled(t)
