@@ -41,6 +41,7 @@ import (
 	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/modeldoor"
+	"github.com/toolgate/toolgate/internal/pidlock"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/ratelimit"
 	"github.com/toolgate/toolgate/internal/sandbox"
@@ -79,7 +80,7 @@ type Daemon struct {
 	mu        sync.Mutex // guards built across reloads
 	built     *Built
 	servers   []*http.Server
-	lock      *os.File // HOME/serve.lock, held while serving
+	lock      *pidlock.Lock // HOME/serve.lock, held while serving
 	conns     connlimit.Budget
 	hooks     *hookserver.Server
 
@@ -165,7 +166,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	}
 	defer func() {
 		if err != nil {
-			lock.Close()
+			lock.Release()
 		}
 	}()
 	// An edit of a shared state file cut short by a crash leaves its
@@ -600,7 +601,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	if err := d.gw.Wait(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("calls still running at shutdown; their results are not recorded: %w", err))
 	}
-	errs = append(errs, d.closeHooks(), d.audit.Close(), d.stopIndex(), d.stopFleet(), d.sandboxes.Close(), d.stopTracer(ctx), d.lock.Close())
+	errs = append(errs, d.closeHooks(), d.audit.Close(), d.stopIndex(), d.stopFleet(), d.sandboxes.Close(), d.stopTracer(ctx), d.lock.Release())
 	return errors.Join(errs...)
 }
 
