@@ -21,6 +21,7 @@ import (
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/auditquery"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
@@ -57,6 +58,19 @@ CREATE INDEX IF NOT EXISTS entries_session ON entries(session) WHERE session != 
 CREATE INDEX IF NOT EXISTS entries_parent ON entries(parent) WHERE parent != '';
 CREATE VIRTUAL TABLE IF NOT EXISTS argtext USING fts5(args, content='', contentless_delete=1);
 `
+
+// The index's questions and answers are auditquery's; the names stay here
+// for the packages that ask the index.
+type (
+	Query = auditquery.Query
+	Hit   = auditquery.Hit
+)
+
+// MaxLimit bounds one page of results.
+const MaxLimit = auditquery.MaxLimit
+
+// ErrBadQuery is a query the index refuses.
+var ErrBadQuery = auditquery.ErrBadQuery
 
 // Index is an open index. Safe for concurrent use.
 type Index struct {

@@ -233,7 +233,7 @@ func TestQueriesUseAnIndex(t *testing.T) {
 		if err := q.Check(); err != nil {
 			t.Fatal(err)
 		}
-		sqlText, args := q.sql()
+		sqlText, args := querySQL(&q)
 		rows, err := x.db.Query("EXPLAIN QUERY PLAN "+sqlText, args...)
 		if err != nil {
 			t.Fatal(err)
