@@ -15,24 +15,25 @@ import (
 )
 
 // writeLog appends n entries to the audit log in dir through the real
-// writer (rotating at maxFile bytes) and returns their ids in order.
+// writer (rotating at maxFile bytes), durable when it returns, and returns
+// their ids in order.
 func writeLog(t testing.TB, dir string, n int, maxFile int64) []string {
 	t.Helper()
 	w, err := audit.Open(dir, audit.Options{MaxFileBytes: maxFile})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
 	var ids []string
 	for i := range n {
 		e := &gateway.Entry{TS: time.Now().UTC(), ID: gateway.NewID(), Phase: gateway.PhaseDecision,
 			Agent: []string{"demo", "other"}[i%2], Type: gateway.KindCore, Tool: []string{"exec", "read", "write"}[i%3],
 			Decision: []string{"allow", "allow", "deny"}[i%3], Rule: "default", Session: fmt.Sprintf("s%d", i/10),
 			Args: []byte(fmt.Sprintf(`{"command":"echo word%d common"}`, i))}
-		if err := w.Append(e); err != nil {
-			t.Fatal(err)
-		}
+		w.Enqueue(e) // one fsync a batch
 		ids = append(ids, e.ID)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
 	}
 	return ids
 }
@@ -159,17 +160,14 @@ func TestIndexDeletedWhileFollowing(t *testing.T) {
 	dir := t.TempDir()
 	writeLog(t, dir, 40, 0)
 	x := open(t, dir)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { x.Follow(ctx, 20*time.Millisecond, nil); close(done) }()
+	stop := follow(x, 20*time.Millisecond)
 	waitCount(t, x, 40)
 	if err := removeDB(filepath.Join(dir, File)); err != nil {
 		t.Fatal(err)
 	}
 	writeLog(t, dir, 25, 0)
 	waitCount(t, x, 65)
-	cancel()
-	<-done
+	stop()
 	if _, err := os.Stat(filepath.Join(dir, File)); err != nil {
 		t.Errorf("index file not recreated: %v", err)
 	}
@@ -196,6 +194,14 @@ func TestForeignIndexRebuilt(t *testing.T) {
 	if n, _ := y.Count(); n != 12 {
 		t.Errorf("%d entries, want the 12 of this log", n)
 	}
+}
+
+// follow runs x.Follow polling every d until the returned stop is called.
+func follow(x *Index, d time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { x.Follow(ctx, d, nil); close(done) }()
+	return func() { cancel(); <-done }
 }
 
 func waitCount(t *testing.T, x *Index, want int64) {

@@ -13,8 +13,13 @@ func (x *Index) Find(q Query) ([]Hit, error) {
 	if err := q.Check(); err != nil {
 		return nil, err
 	}
+	db, done, err := x.reader()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	sqlText, args := querySQL(&q)
-	rows, err := x.db.Query(sqlText, args...)
+	rows, err := db.Query(sqlText, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +113,12 @@ func ftsTerms(text string) string {
 
 // Count is how many entries the index holds.
 func (x *Index) Count() (int64, error) {
+	db, done, err := x.reader()
+	if err != nil {
+		return 0, err
+	}
+	defer done()
 	var n int64
-	err := x.db.QueryRow("SELECT count(*) FROM entries").Scan(&n)
+	err = db.QueryRow("SELECT count(*) FROM entries").Scan(&n)
 	return n, err
 }

@@ -89,8 +89,7 @@ type Daemon struct {
 	upstreams *upstream.Pool
 	// approvals are the calls waiting for a person.
 	approvals *approval.Store
-	// index follows the audit log for queries; nil when it cannot be opened
-	// (calls never wait for it).
+	// index follows the audit log for queries (calls never wait for it).
 	index     *auditindex.Index
 	indexStop context.CancelFunc
 	indexDone chan struct{}
@@ -635,15 +634,11 @@ func (d *Daemon) closeEntryPoints() error {
 // indexPoll is how often the index looks for new audit entries: its lag.
 const indexPoll = 250 * time.Millisecond
 
-// followIndex opens the audit index and keeps it caught up in the
-// background. An index that cannot be opened is logged and left out:
-// queries then read the files.
+// followIndex keeps the audit index caught up in the background: this
+// daemon is its one writer (auditindex), and answers the CLI's queries
+// from it (adminapi). Calls never wait for it.
 func (d *Daemon) followIndex(dir string) {
-	x, err := auditindex.Open(dir, d.log)
-	if err != nil {
-		d.log.Warn("audit index unavailable; queries will read the log files", "err", err)
-		return
-	}
+	x := auditindex.New(dir, d.log, d.audit.Position)
 	ctx, cancel := context.WithCancel(context.Background())
 	d.index, d.indexStop, d.indexDone = x, cancel, make(chan struct{})
 	go func() {
@@ -659,7 +654,7 @@ func (d *Daemon) stopIndex() error {
 	d.indexStop()
 	<-d.indexDone
 	// One last catch-up: what the log got before it closed is indexed.
-	if _, err := d.index.CatchUp(); err != nil {
+	if _, err := d.index.CatchUp(); err != nil && !errors.Is(err, auditindex.ErrUnavailable) {
 		d.log.Warn("audit index: final catch-up", "err", err)
 	}
 	return d.index.Close()

@@ -177,7 +177,7 @@ func newAuditReindexCmd(g *cli.Globals) *cobra.Command {
 			}
 			defer x.Close()
 			start := time.Now()
-			n, err := x.Rebuild()
+			n, err := x.Rebuild(cmd.Context())
 			if err != nil {
 				return err
 			}
