@@ -279,7 +279,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		d.close()
 		return nil, err
 	}
-	api := &adminapi.Server{Gateway: d.gw, Tokens: tokens, Status: d.status, Explain: d.explain, Approvals: d.approvals,
+	api := &adminapi.Server{Gateway: d.gw, Tokens: tokens, Status: d.status, Explain: d.explain, Approvals: d.approvals, Audit: d.index,
 		Observations: connlimit.Unbounded(hs.Ingest()), // a transcript may be piped in as it is written
 		Sessions: connlimit.Unbounded(&agentloop.Server{Model: d.models, Gateway: d.gw, Skills: d.door, // a session runs for minutes
 			Store: agentloop.NewStore(agentloop.SessionsDir(opts.Home)), Config: d.config, HasKey: d.hasKey})}
