@@ -4,11 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/audit"
@@ -17,10 +15,11 @@ import (
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
+// newAuditCmd is toolgate-gateway's audit: toolgate's show, query and
+// reindex (which read the index themselves when no gateway answers), and
+// the commands that read the log files.
 func newAuditCmd(g *cli.Globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "audit", Short: "Read and verify the audit log"}
-	cmd.AddCommand(newAuditTailCmd(g), newAuditVerifyCmd(g), newAuditShowCmd(g), newAuditQueryCmd(g), newAuditReindexCmd(g))
-	return cmd
+	return cli.NewAuditCmd(g, local{}, newAuditTailCmd(g), newAuditVerifyCmd(g))
 }
 
 // auditDir is the configured audit directory, HOME/logs without a config
@@ -49,7 +48,7 @@ func newAuditTailCmd(g *cli.Globals) *cobra.Command {
 		n      int
 		follow bool
 		asJSON bool
-		since  whenFlag
+		since  cli.WhenFlag
 	)
 	cmd := &cobra.Command{
 		Use:     "tail",
@@ -60,8 +59,8 @@ func newAuditTailCmd(g *cli.Globals) *cobra.Command {
 			if n < 0 {
 				return cli.UsageErr(cmd, fmt.Sprintf("-n/--lines %d: give how many past entries to print, 0 or more", n))
 			}
-			f.Since = since.cutoff()
-			print := printEntry
+			f.Since = since.Cutoff()
+			print := func(e *gateway.Entry) error { return cli.PrintEntry(os.Stdout, e) }
 			if asJSON {
 				enc := json.NewEncoder(os.Stdout)
 				print = func(e *gateway.Entry) error { return enc.Encode(e) }
@@ -105,97 +104,4 @@ func newAuditVerifyCmd(g *cli.Globals) *cobra.Command {
 			return nil
 		},
 	}
-}
-
-func newAuditShowCmd(g *cli.Globals) *cobra.Command {
-	var session string
-	cmd := &cobra.Command{
-		Use:   "show ID | show --session SESSION",
-		Short: "Print every entry of one call (its decision and its result) as JSON, or a session as a tree",
-		Example: `  toolgate audit show 18ed0cfbfd94ff20bf07a49b2d0b52c4
-  toolgate audit show --session 18ed0cfbf8227ea357e317a3095b6d21   # model calls, the tool calls they caused …`,
-		Args: cli.Words(0, 1, "[ID]"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := auditDir(g)
-			if err != nil {
-				return err
-			}
-			if session != "" {
-				if len(args) > 0 {
-					return cli.UsageErr(cmd, "give a call id or --session, not both")
-				}
-				entries, err := sessionEntries(dir, session)
-				if err != nil {
-					return err
-				}
-				if len(entries) == 0 {
-					return errors.New("no audit entry with session " + session)
-				}
-				printSessionTree(os.Stdout, session, entries)
-				return nil
-			}
-			if len(args) == 0 {
-				return cli.UsageErr(cmd, "give a call id, or --session SESSION")
-			}
-			entries, err := findCall(dir, args[0])
-			if err != nil {
-				return err
-			}
-			if len(entries) == 0 {
-				return errors.New("no audit entry with id " + args[0])
-			}
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			for _, e := range entries {
-				if err := enc.Encode(e); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&session, "session", "", "print this session's calls as a tree (each under the call that caused it)")
-	return cmd
-}
-
-// printEntry writes one entry as a line for people.
-func printEntry(e *gateway.Entry) error { return printEntryTo(os.Stdout, e) }
-
-func printEntryTo(w io.Writer, e *gateway.Entry) error {
-	var b strings.Builder
-	// The whole id: it is what `audit show` takes, and its leading digits
-	// are a timestamp, so a prefix does not tell calls apart.
-	fmt.Fprintf(&b, "%s  %s  %-8s %-6s %-9s %-10s %-5s", e.TS.Local().Format("15:04:05.000"), e.ID, e.Phase,
-		orDash(e.Agent), e.Type, e.Tool, e.Decision)
-	if e.Rule != "" {
-		fmt.Fprintf(&b, " [%s]", e.Rule)
-	}
-	if e.Reason != "" && e.Decision == "deny" {
-		fmt.Fprintf(&b, " %s", e.Reason)
-	}
-	if e.ExitCode != nil {
-		fmt.Fprintf(&b, " exit=%d", *e.ExitCode)
-	}
-	if e.DurationMs != nil {
-		fmt.Fprintf(&b, " %.1fms", *e.DurationMs)
-	}
-	if e.Error != "" {
-		fmt.Fprintf(&b, " error=%q", e.Error)
-	}
-	if len(e.Args) > 0 && e.Phase == gateway.PhaseDecision {
-		args := string(e.Args)
-		if len(args) > 120 {
-			args = args[:120] + "…"
-		}
-		fmt.Fprintf(&b, " %s", args)
-	}
-	_, err := fmt.Fprintln(w, b.String())
-	return err
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
