@@ -38,6 +38,16 @@ func writeLog(t testing.TB, dir string, n int, maxFile int64) []string {
 	return ids
 }
 
+// caughtUp is open's index, caught up with the log.
+func caughtUp(t testing.TB, dir string) *Index {
+	t.Helper()
+	x := open(t, dir)
+	if _, err := x.CatchUp(); err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
 func open(t testing.TB, dir string) *Index {
 	t.Helper()
 	x, err := Open(dir, nil)
@@ -130,10 +140,7 @@ func TestFeedAndQuery(t *testing.T) {
 func TestCorruptIndexRebuilt(t *testing.T) {
 	dir := t.TempDir()
 	writeLog(t, dir, 50, 0)
-	x := open(t, dir)
-	if _, err := x.CatchUp(); err != nil {
-		t.Fatal(err)
-	}
+	x := caughtUp(t, dir)
 	x.Close()
 	f, err := os.OpenFile(filepath.Join(dir, File), os.O_WRONLY, 0)
 	if err != nil {
@@ -179,10 +186,7 @@ func TestForeignIndexRebuilt(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
 	writeLog(t, a, 30, 0)
 	writeLog(t, b, 12, 0)
-	x := open(t, a)
-	if _, err := x.CatchUp(); err != nil {
-		t.Fatal(err)
-	}
+	x := caughtUp(t, a)
 	x.Close()
 	if err := os.Rename(filepath.Join(a, File), filepath.Join(b, File)); err != nil {
 		t.Fatal(err)
@@ -228,10 +232,7 @@ func waitCount(t *testing.T, x *Index, want int64) {
 func TestQueriesUseAnIndex(t *testing.T) {
 	dir := t.TempDir()
 	writeLog(t, dir, 50, 64<<10)
-	x := open(t, dir)
-	if _, err := x.CatchUp(); err != nil {
-		t.Fatal(err)
-	}
+	x := caughtUp(t, dir)
 	for name, q := range map[string]Query{
 		"session": {Session: "s1"}, "parent": {Parent: "p"}, "id": {ID: "x"}, "agent": {Agent: "demo"},
 		"rule": {Rule: "default"}, "session newest": {Session: "s1", Newest: true},

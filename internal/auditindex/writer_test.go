@@ -203,10 +203,7 @@ func TestDamageFoundAfterACrash(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			dir := t.TempDir()
 			writeLog(t, dir, 3_000, 0)
-			x := open(t, dir)
-			if _, err := x.CatchUp(); err != nil {
-				t.Fatal(err)
-			}
+			x := caughtUp(t, dir)
 			x.Close()
 			damage(t, filepath.Join(dir, File))
 			if how == "open after a crash" {
