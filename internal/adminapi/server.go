@@ -44,7 +44,9 @@ type Server struct {
 	Sessions http.Handler
 	// Approvals holds the calls waiting for a person (toolgate approvals).
 	Approvals *approval.Store
-	MaxBody   int64
+	// Audit answers audit show and query, and rebuilds the index.
+	Audit   AuditIndex
+	MaxBody int64
 }
 
 // Handler returns the routes, each behind the admin token.
@@ -60,6 +62,10 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("GET /v1/approvals", s.admin(s.listApprovals))
 		mux.Handle("GET /v1/approvals/{id}", s.admin(s.getApproval))
 		mux.Handle("POST /v1/approvals/{id}", s.admin(s.answerApproval))
+	}
+	if s.Audit != nil {
+		mux.Handle("GET /v1/audit/entries", s.admin(s.auditEntries))
+		mux.Handle("POST /v1/audit/reindex", s.admin(s.auditReindex))
 	}
 	if s.Sessions != nil {
 		mux.Handle("POST /v1/agents/{agent}/sessions", s.admin(s.Sessions.ServeHTTP))

@@ -4,6 +4,11 @@
 // is never on a call's path — so a missing, lagging or corrupt index never
 // blocks a call or loses an entry: it is caught up, or rebuilt from the
 // files.
+//
+// One process at a time has the index open, and it is the index's one
+// writer: it holds the lock File+".lock" (writer.go). A running gateway
+// holds it for as long as it serves and answers the CLI's queries over its
+// admin API; a command opens the index itself only when no gateway runs.
 package auditindex
 
 import (
@@ -16,12 +21,15 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/auditquery"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/pidlock"
 )
 
 // File is the index's name inside the audit directory.
@@ -58,45 +66,183 @@ CREATE INDEX IF NOT EXISTS entries_parent ON entries(parent) WHERE parent != '';
 CREATE VIRTUAL TABLE IF NOT EXISTS argtext USING fts5(args, content='', contentless_delete=1);
 `
 
-// Index is an open index. Safe for concurrent use.
+// The index's questions and answers are auditquery's; the names stay here
+// for the packages that ask the index.
+type (
+	Query = auditquery.Query
+	Hit   = auditquery.Hit
+)
+
+// MaxLimit bounds one page of results.
+const MaxLimit = auditquery.MaxLimit
+
+// ErrBadQuery is a query the index refuses.
+var ErrBadQuery = auditquery.ErrBadQuery
+
+// ErrUnavailable is an index this process does not have open: another
+// process holds the writer's lock, or it could not be opened.
+var ErrUnavailable = errors.New("the audit index is not open")
+
+// Index is the index of one audit directory. Safe for concurrent use.
 type Index struct {
-	progress audit.Progress // the last catch-up
-	db       *sql.DB
-	dir      string
-	log      *slog.Logger
-	mu       sync.Mutex // one catch-up at a time
-	path     string
+	dir, path string
+	log       *slog.Logger
+	progress  audit.Progress // the last catch-up
+
+	// mu is held by whatever writes: a catch-up, the end of a rebuild,
+	// opening and closing. db changes only under mu and dbMu both, so a
+	// writer reads it freely.
+	mu sync.Mutex
+	// dbMu: readers hold it shared while they use db.
+	dbMu sync.RWMutex
+	db   *sql.DB
+	lock *pidlock.Lock // the writer's lock, held while db is open
+	// heldBy is the pid holding the lock when this process last tried it.
+	heldBy atomic.Int64
+	// rebuilds: one Rebuild at a time.
+	rebuilds sync.Mutex
+	// hurry counts callers waiting to catch up; a paced catch-up does not
+	// pause while there are any (see pace).
+	hurry atomic.Int32
+	// paced: this index follows the log in a serving gateway (Follow), so
+	// its background work is paced.
+	paced atomic.Bool
+	// head, when set, is where the log's writer in this process is.
+	head func() audit.Position
 }
 
-// Open opens (or creates) the index of the audit log in dir. An index that
-// is unreadable, corrupt or of another schema is removed and created anew;
-// CatchUp then fills it from the files.
-func Open(dir string, log *slog.Logger) (*Index, error) {
+// New returns the index of the audit log in dir, not open yet: Follow opens
+// it once this process can hold the writer's lock. head, when set, is the
+// end of the log's last durable line as its writer in this process knows it
+// (audit.Writer.Position): a CatchUp that finds the index there has
+// nothing to read, and returns at once.
+func New(dir string, log *slog.Logger, head func() audit.Position) *Index {
 	if log == nil {
 		log = slog.Default()
 	}
-	x := &Index{dir: dir, log: log, path: filepath.Join(dir, File)}
-	err := x.open()
+	return &Index{dir: dir, log: log, path: filepath.Join(dir, File), head: head}
+}
+
+// Open opens (or creates) the index of the audit log in dir for a command
+// that runs without a gateway, taking the writer's lock: another holder is
+// a *pidlock.HeldError. The integrity of the database is checked when the
+// lock's previous holder did not end cleanly; an index that is unreadable,
+// corrupt or of another schema is made anew (CatchUp then fills it).
+func Open(dir string, log *slog.Logger) (*Index, error) {
+	x := New(dir, log, nil)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	lock, err := x.takeLock()
 	if err != nil {
-		log.Warn("audit index unusable; rebuilding it from the log", "path", x.path, "err", err)
-		x.close()
-		if err := removeDB(x.path); err != nil {
-			return nil, err
-		}
-		if err := x.open(); err != nil {
-			x.close()
-			return nil, fmt.Errorf("audit index: %w", err)
-		}
+		return nil, err
+	}
+	if err := x.openLocked(lock.Crashed()); err != nil {
+		x.releaseLock()
+		return nil, err
 	}
 	return x, nil
 }
 
-func (x *Index) open() error {
-	db, err := sql.Open("sqlite", "file:"+x.path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+// takeLock takes the writer's lock and removes what a rebuild cut short
+// left behind. Called with mu held.
+func (x *Index) takeLock() (*pidlock.Lock, error) {
+	lock, err := pidlock.Take(x.path + ".lock")
+	var held *pidlock.HeldError
+	if errors.As(err, &held) {
+		x.heldBy.Store(int64(held.PID))
+		return nil, fmt.Errorf("the audit index is being written by %s (a running gateway, or an audit command): %w", held.Holder(), err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("audit index: %w", err)
+	}
+	x.heldBy.Store(0)
+	x.lock = lock
+	if leftovers, _ := filepath.Glob(x.path + ".new-*"); len(leftovers) > 0 {
+		for _, p := range leftovers {
+			if err := removeDB(p); err != nil {
+				x.log.Warn("audit index: removing an unfinished rebuild", "err", err)
+			}
+		}
+	}
+	return lock, nil
+}
+
+func (x *Index) releaseLock() {
+	if x.lock != nil {
+		_ = x.lock.Release()
+		x.lock = nil
+	}
+}
+
+// openLocked opens the database at x.path, checking it first when check
+// is set; one that cannot be used is removed and made anew. Called with
+// mu held and the writer's lock taken.
+func (x *Index) openLocked(check bool) error {
+	db, err := openDB(x.path, check)
+	if err != nil {
+		x.log.Warn("audit index unusable; rebuilding it from the log", "path", x.path, "err", err)
+		if err := removeDB(x.path); err != nil {
+			return err
+		}
+		if db, err = openDB(x.path, false); err != nil {
+			return fmt.Errorf("audit index: %w", err)
+		}
+	}
+	x.setDB(db)
+	return nil
+}
+
+func (x *Index) setDB(db *sql.DB) {
+	x.dbMu.Lock()
+	defer x.dbMu.Unlock()
+	if x.db != nil {
+		_ = x.db.Close()
+	}
+	x.db = db
+}
+
+// openDB opens the database at path with the index's schema. Every write
+// transaction begins IMMEDIATE: it holds SQLite's write lock from its first
+// statement, so the position it reads is the one it advances.
+func openDB(path string, check bool) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	if err := initDB(db, check); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func initDB(db *sql.DB, check bool) error {
+	if check {
+		if err := quickCheck(db); err != nil {
+			return err
+		}
+	}
+	if _, err := db.Exec(schema); err != nil {
+		return err
+	}
+	v, err := meta(db, "schema")
 	if err != nil {
 		return err
 	}
-	x.db = db
+	switch v {
+	case schemaVersion:
+	case "":
+		return setMeta(db, "schema", schemaVersion)
+	default:
+		return fmt.Errorf("schema version %s, want %s", v, schemaVersion)
+	}
+	return nil
+}
+
+// quickCheck is SQLite's quick_check: ~0.35 s at 200k entries, so it runs
+// where damage can have happened — at a gateway's start, after a holder of
+// the index ended without closing it — not before every query.
+func quickCheck(db *sql.DB) error {
 	var check string
 	if err := db.QueryRow("PRAGMA quick_check").Scan(&check); err != nil {
 		return err
@@ -104,36 +250,35 @@ func (x *Index) open() error {
 	if check != "ok" {
 		return fmt.Errorf("integrity check: %s", check)
 	}
-	if _, err := db.Exec(schema); err != nil {
-		return err
-	}
-	v, err := x.meta("schema")
-	if err != nil {
-		return err
-	}
-	switch v {
-	case schemaVersion:
-	case "":
-		return x.setMeta(db, "schema", schemaVersion)
-	default:
-		return fmt.Errorf("schema version %s, want %s", v, schemaVersion)
-	}
 	return nil
 }
 
-func (x *Index) close() {
+// Close closes the database and lets the writer's lock go.
+func (x *Index) Close() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.dbMu.Lock()
+	defer x.dbMu.Unlock()
+	var err error
 	if x.db != nil {
-		_ = x.db.Close()
+		err = x.db.Close()
 		x.db = nil
 	}
+	x.releaseLock()
+	return err
 }
 
-// Close closes the database.
-func (x *Index) Close() error {
+// reader returns the database for a query; done must be called after it.
+func (x *Index) reader() (db *sql.DB, done func(), err error) {
+	x.dbMu.RLock()
 	if x.db == nil {
-		return nil
+		x.dbMu.RUnlock()
+		if pid := x.heldBy.Load(); pid != 0 {
+			return nil, nil, fmt.Errorf("%w: pid %d is writing it; this process follows it once that ends", ErrUnavailable, pid)
+		}
+		return nil, nil, ErrUnavailable
 	}
-	return x.db.Close()
+	return x.db, x.dbMu.RUnlock, nil
 }
 
 func removeDB(path string) error {
@@ -145,28 +290,29 @@ func removeDB(path string) error {
 	return nil
 }
 
-type execer interface {
+type querier interface {
 	Exec(query string, args ...any) (sql.Result, error)
+	QueryRow(query string, args ...any) *sql.Row
 }
 
-func (x *Index) meta(key string) (string, error) {
+func meta(db querier, key string) (string, error) {
 	var v string
-	err := x.db.QueryRow("SELECT value FROM meta WHERE key = ?", key).Scan(&v)
+	err := db.QueryRow("SELECT value FROM meta WHERE key = ?", key).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
 	return v, err
 }
 
-func (x *Index) setMeta(db execer, key, value string) error {
+func setMeta(db querier, key, value string) error {
 	_, err := db.Exec("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", key, value)
 	return err
 }
 
-// Position is how far the index has read the log.
-func (x *Index) Position() (audit.Position, int64, error) {
+// position is how far the index in db has read the log, and its last seq.
+func position(db querier) (audit.Position, int64, error) {
 	var pos audit.Position
-	off, err := x.meta("offset")
+	off, err := meta(db, "offset")
 	if err != nil {
 		return pos, 0, err
 	}
@@ -175,44 +321,73 @@ func (x *Index) Position() (audit.Position, int64, error) {
 			return pos, 0, fmt.Errorf("audit index: offset %q", off)
 		}
 	}
-	if pos.Hash, err = x.meta("hash"); err != nil {
+	if pos.Hash, err = meta(db, "hash"); err != nil {
 		return pos, 0, err
 	}
 	var seq sql.NullInt64
-	if err := x.db.QueryRow("SELECT max(seq) FROM entries").Scan(&seq); err != nil {
+	if err := db.QueryRow("SELECT max(seq) FROM entries").Scan(&seq); err != nil {
 		return pos, 0, err
 	}
 	return pos, seq.Int64, nil
 }
 
+// Position is how far the index has read the log, and its last seq.
+func (x *Index) Position() (audit.Position, int64, error) {
+	db, done, err := x.reader()
+	if err != nil {
+		return audit.Position{}, 0, err
+	}
+	defer done()
+	return position(db)
+}
+
 // batch bounds a transaction: progress is saved at least this often.
 const batch = 5000
 
+// ErrMoved is a catch-up that found the saved position changed under it:
+// something else wrote the index. Catching up again resumes from there.
+var ErrMoved = errors.New("audit index: the position moved (another writer?)")
+
 // CatchUp indexes every entry written after the index's position and
 // returns how many. When the position is no longer in the log (files
-// removed, a log from elsewhere), the index is rebuilt from the files.
-func (x *Index) CatchUp() (int, error) { return x.catchUp(false) }
+// removed, a log from elsewhere), or the database is damaged, the index is
+// rebuilt from the files. A paced catch-up in progress (Follow's) goes on
+// at full speed while a CatchUp waits for it.
+func (x *Index) CatchUp() (int, error) {
+	if x.head != nil && x.progress.Lag(x.head()) == 0 {
+		return 0, nil
+	}
+	x.hurry.Add(1)
+	defer x.hurry.Add(-1)
+	return x.catchUp(context.Background(), false)
+}
 
-// catchUp is CatchUp, paced (see pace) when paced is set.
-func (x *Index) catchUp(paced bool) (int, error) {
+// catchUp is CatchUp, paced (see pace) when paced is set, until ctx ends.
+func (x *Index) catchUp(ctx context.Context, paced bool) (int, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	pos, seq, err := x.Position()
-	if err != nil {
+	if x.db == nil {
+		_, _, err := x.reader()
 		return 0, err
 	}
-	n, err := x.feed(pos, seq, paced)
-	if err == nil {
+	n, err := x.feed(ctx, x.db, paced)
+	switch {
+	case err == nil:
 		x.noteCaught()
-	}
-	if errors.Is(err, audit.ErrPositionNotFound) {
+	case errors.Is(err, audit.ErrPositionNotFound):
 		x.log.Warn("audit index does not match the log; rebuilding it", "dir", x.dir)
-		if err := x.reset(); err != nil {
-			return 0, err
-		}
-		return x.feed(audit.Position{}, 0, paced)
+		return x.rebuildLocked(ctx, paced)
+	case damaged(err):
+		x.log.Warn("audit index damaged; rebuilding it from the log", "path", x.path, "err", err)
+		return x.rebuildLocked(ctx, paced)
 	}
 	return n, err
+}
+
+// damaged tells a database SQLite cannot read from a query that failed.
+func damaged(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "malformed") || strings.Contains(s, "corrupt") || strings.Contains(s, "no such table")
 }
 
 // A paced catch-up — Follow's, in the background of a serving gateway —
@@ -228,7 +403,7 @@ const (
 )
 
 func (x *Index) noteCaught() {
-	if pos, _, err := x.Position(); err == nil {
+	if pos, _, err := position(x.db); err == nil {
 		x.progress.Reached(pos)
 	}
 }
@@ -237,65 +412,70 @@ func (x *Index) noteCaught() {
 // is at head (see audit.Progress).
 func (x *Index) Lag(head audit.Position) time.Duration { return x.progress.Lag(head) }
 
-// Rebuild empties the index and indexes the whole log again.
-func (x *Index) Rebuild() (int, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if err := x.reset(); err != nil {
-		return 0, err
+// feed indexes into db every entry after the position db holds, in
+// transactions of at most batch entries. Each transaction reads the
+// position it starts from inside itself (IMMEDIATE: under SQLite's write
+// lock), so two feeds of one file can never both write the entries after
+// one position: the second finds the position moved (ErrMoved). A feed
+// stops when ctx ends, keeping what it committed.
+func (x *Index) feed(ctx context.Context, db *sql.DB, paced bool) (int, error) {
+	var tx *sql.Tx
+	defer func() {
+		if tx != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	var ins, insLine, insArgs *sql.Stmt
+	// begin starts a transaction that goes on from want: the position it
+	// reads inside itself, unless something else moved it.
+	begin := func(want *audit.Position) (audit.Position, int64, error) {
+		var err error
+		if tx, err = db.Begin(); err != nil {
+			return audit.Position{}, 0, err
+		}
+		pos, seq, err := position(tx)
+		if err != nil {
+			return pos, seq, err
+		}
+		if want != nil && pos != *want {
+			return pos, seq, ErrMoved
+		}
+		if ins, err = tx.Prepare(`INSERT INTO entries(seq, ts, id, phase, agent, type, tool, decision, rule, session, parent)
+			VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
+			return pos, seq, err
+		}
+		if insLine, err = tx.Prepare("INSERT INTO lines(seq, line) VALUES(?, ?)"); err != nil {
+			return pos, seq, err
+		}
+		insArgs, err = tx.Prepare("INSERT INTO argtext(rowid, args) VALUES(?, ?)")
+		return pos, seq, err
 	}
-	return x.feed(audit.Position{}, 0, false)
-}
-
-func (x *Index) reset() error {
-	_, err := x.db.Exec("DELETE FROM entries; DELETE FROM lines; DELETE FROM argtext; DELETE FROM meta WHERE key IN ('offset', 'hash')")
-	return err
-}
-
-func (x *Index) feed(pos audit.Position, seq int64, paced bool) (int, error) {
-	tx, err := x.db.Begin()
+	pos, seq, err := begin(nil)
 	if err != nil {
 		return 0, err
 	}
-	defer func() { _ = tx.Rollback() }()
-	var ins, insLine, insArgs *sql.Stmt
-	prepare := func() error {
-		var err error
-		if ins, err = tx.Prepare(`INSERT INTO entries(seq, ts, id, phase, agent, type, tool, decision, rule, session, parent)
-			VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
-			return err
-		}
-		if insLine, err = tx.Prepare("INSERT INTO lines(seq, line) VALUES(?, ?)"); err != nil {
-			return err
-		}
-		insArgs, err = tx.Prepare("INSERT INTO argtext(rowid, args) VALUES(?, ?)")
-		return err
-	}
-	if err := prepare(); err != nil {
-		return 0, err
-	}
 	n, pending := 0, 0
-	var last audit.Position
+	last := pos
 	commit := func() error {
 		if pending == 0 {
 			return nil
 		}
-		if err := x.setMeta(tx, "offset", fmt.Sprint(last.Offset)); err != nil {
+		if err := setMeta(tx, "offset", fmt.Sprint(last.Offset)); err != nil {
 			return err
 		}
-		if err := x.setMeta(tx, "hash", last.Hash); err != nil {
+		if err := setMeta(tx, "hash", last.Hash); err != nil {
 			return err
 		}
-		if err := tx.Commit(); err != nil {
-			return err
-		}
-		pending = 0
-		if tx, err = x.db.Begin(); err != nil {
-			return err
-		}
-		return prepare()
+		err := tx.Commit()
+		tx, pending = nil, 0
+		return err
 	}
 	err = audit.ScanLinesAfter(x.dir, pos, func(e *gateway.Entry, line []byte, end audit.Position) error {
+		if tx == nil {
+			if _, _, err := begin(&last); err != nil {
+				return err
+			}
+		}
 		seq++
 		if _, err := ins.Exec(seq, e.TS.UnixNano(), e.ID, e.Phase, e.Agent, string(e.Type), e.Tool, e.Decision,
 			e.Rule, e.Session, e.Parent); err != nil {
@@ -312,8 +492,13 @@ func (x *Index) feed(pos audit.Position, seq int64, paced bool) (int, error) {
 		n++
 		pending++
 		last = end
-		if paced && n%paceEvery == 0 {
-			time.Sleep(paceFor)
+		if n%paceEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if paced && x.hurry.Load() == 0 {
+				time.Sleep(paceFor)
+			}
 		}
 		if pending >= batch {
 			return commit()
@@ -329,7 +514,7 @@ func (x *Index) feed(pos audit.Position, seq int64, paced bool) (int, error) {
 	if n >= analyzeAfter {
 		// Statistics let the planner pick the id index for show and the
 		// composite ones for filters, instead of walking the chain.
-		_, err = x.db.Exec("ANALYZE")
+		_, err = db.Exec("ANALYZE")
 	}
 	return n, err
 }
@@ -338,23 +523,21 @@ func (x *Index) feed(pos audit.Position, seq int64, paced bool) (int, error) {
 // planner's statistics.
 const analyzeAfter = 10_000
 
-// Follow keeps the index caught up until ctx ends: after every poll, and
-// at once when kick receives. Errors are logged and retried; an index that
-// cannot be written is reopened (rebuilt) rather than left behind.
+// Follow opens the index once this process holds the writer's lock
+// (checking the database first: a gateway's start is where damage from a
+// crash shows), then keeps it caught up until ctx ends: after every poll,
+// and at once when kick receives. Its work is paced. Errors are logged and
+// retried; an index that cannot be written is rebuilt rather than left
+// behind.
 func (x *Index) Follow(ctx context.Context, every time.Duration, kick <-chan struct{}) {
+	x.paced.Store(true)
 	t := time.NewTicker(every)
 	defer t.Stop()
+	waiting := false
 	for {
-		if _, err := os.Stat(x.path); errors.Is(err, os.ErrNotExist) {
-			// Deleted under us: the open handle writes to a file no one
-			// else can see. Start a new one from the log.
-			x.log.Warn("audit index removed; rebuilding it from the log", "path", x.path)
-			x.recover()
-		}
-		if _, err := x.catchUp(true); err != nil && ctx.Err() == nil {
-			x.log.Warn("audit index catch-up failed; retrying", "err", err)
-			if strings.Contains(err.Error(), "malformed") || strings.Contains(err.Error(), "corrupt") || strings.Contains(err.Error(), "no such table") {
-				x.recover()
+		if x.follow(ctx, &waiting) {
+			if _, err := x.catchUp(ctx, true); err != nil && ctx.Err() == nil {
+				x.log.Warn("audit index catch-up failed; retrying", "err", err)
 			}
 		}
 		select {
@@ -366,15 +549,59 @@ func (x *Index) Follow(ctx context.Context, every time.Duration, kick <-chan str
 	}
 }
 
-// recover replaces a database that went bad under a running daemon.
-func (x *Index) recover() {
+// follow opens the index when this process does not have it open yet, and
+// rebuilds it when its file was deleted; it reports whether it is open.
+func (x *Index) follow(ctx context.Context, waiting *bool) bool {
 	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.close()
-	if err := removeDB(x.path); err != nil {
-		x.log.Error("audit index: removing a corrupt index", "err", err)
+	opened := false
+	if x.db == nil {
+		if x.lock == nil {
+			if _, err := x.takeLock(); err != nil {
+				if !*waiting {
+					x.log.Warn("audit index: waiting for its writer to finish; queries answer once it has", "err", err)
+					*waiting = true
+				}
+				x.mu.Unlock()
+				return false
+			}
+		}
+		if err := x.openLocked(false); err != nil {
+			x.log.Error("audit index: opening", "err", err)
+			x.mu.Unlock()
+			return false
+		}
+		opened, *waiting = true, false
 	}
-	if err := x.open(); err != nil {
-		x.log.Error("audit index: reopening", "err", err)
+	x.mu.Unlock()
+	if opened {
+		x.check(ctx)
+	}
+	if _, err := os.Stat(x.path); errors.Is(err, os.ErrNotExist) {
+		// Deleted under us: the open handle reads and writes a file no
+		// one else can see. It answers until its replacement is built.
+		x.log.Warn("audit index removed; rebuilding it from the log", "path", x.path)
+		if _, err := x.rebuild(ctx, true); err != nil && ctx.Err() == nil {
+			x.log.Error("audit index: rebuilding", "err", err)
+		}
+	}
+	return true
+}
+
+// check runs the integrity check on the open index (which answers
+// meanwhile) and rebuilds it when damaged.
+func (x *Index) check(ctx context.Context) {
+	db, done, err := x.reader()
+	if err != nil {
+		return
+	}
+	err = quickCheck(db)
+	done()
+	if err != nil {
+		x.log.Warn("audit index damaged; rebuilding it from the log", "path", x.path, "err", err)
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if _, err := x.rebuildLocked(ctx, x.paced.Load()); err != nil && ctx.Err() == nil {
+			x.log.Error("audit index: rebuilding", "err", err)
+		}
 	}
 }

@@ -15,26 +15,37 @@ import (
 )
 
 // writeLog appends n entries to the audit log in dir through the real
-// writer (rotating at maxFile bytes) and returns their ids in order.
+// writer (rotating at maxFile bytes), durable when it returns, and returns
+// their ids in order.
 func writeLog(t testing.TB, dir string, n int, maxFile int64) []string {
 	t.Helper()
 	w, err := audit.Open(dir, audit.Options{MaxFileBytes: maxFile})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
 	var ids []string
 	for i := range n {
 		e := &gateway.Entry{TS: time.Now().UTC(), ID: gateway.NewID(), Phase: gateway.PhaseDecision,
 			Agent: []string{"demo", "other"}[i%2], Type: gateway.KindCore, Tool: []string{"exec", "read", "write"}[i%3],
 			Decision: []string{"allow", "allow", "deny"}[i%3], Rule: "default", Session: fmt.Sprintf("s%d", i/10),
 			Args: []byte(fmt.Sprintf(`{"command":"echo word%d common"}`, i))}
-		if err := w.Append(e); err != nil {
-			t.Fatal(err)
-		}
+		w.Enqueue(e) // one fsync a batch
 		ids = append(ids, e.ID)
 	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 	return ids
+}
+
+// caughtUp is open's index, caught up with the log.
+func caughtUp(t testing.TB, dir string) *Index {
+	t.Helper()
+	x := open(t, dir)
+	if _, err := x.CatchUp(); err != nil {
+		t.Fatal(err)
+	}
+	return x
 }
 
 func open(t testing.TB, dir string) *Index {
@@ -129,10 +140,7 @@ func TestFeedAndQuery(t *testing.T) {
 func TestCorruptIndexRebuilt(t *testing.T) {
 	dir := t.TempDir()
 	writeLog(t, dir, 50, 0)
-	x := open(t, dir)
-	if _, err := x.CatchUp(); err != nil {
-		t.Fatal(err)
-	}
+	x := caughtUp(t, dir)
 	x.Close()
 	f, err := os.OpenFile(filepath.Join(dir, File), os.O_WRONLY, 0)
 	if err != nil {
@@ -159,17 +167,14 @@ func TestIndexDeletedWhileFollowing(t *testing.T) {
 	dir := t.TempDir()
 	writeLog(t, dir, 40, 0)
 	x := open(t, dir)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { x.Follow(ctx, 20*time.Millisecond, nil); close(done) }()
+	stop := follow(x, 20*time.Millisecond)
 	waitCount(t, x, 40)
 	if err := removeDB(filepath.Join(dir, File)); err != nil {
 		t.Fatal(err)
 	}
 	writeLog(t, dir, 25, 0)
 	waitCount(t, x, 65)
-	cancel()
-	<-done
+	stop()
 	if _, err := os.Stat(filepath.Join(dir, File)); err != nil {
 		t.Errorf("index file not recreated: %v", err)
 	}
@@ -181,10 +186,7 @@ func TestForeignIndexRebuilt(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
 	writeLog(t, a, 30, 0)
 	writeLog(t, b, 12, 0)
-	x := open(t, a)
-	if _, err := x.CatchUp(); err != nil {
-		t.Fatal(err)
-	}
+	x := caughtUp(t, a)
 	x.Close()
 	if err := os.Rename(filepath.Join(a, File), filepath.Join(b, File)); err != nil {
 		t.Fatal(err)
@@ -196,6 +198,14 @@ func TestForeignIndexRebuilt(t *testing.T) {
 	if n, _ := y.Count(); n != 12 {
 		t.Errorf("%d entries, want the 12 of this log", n)
 	}
+}
+
+// follow runs x.Follow polling every d until the returned stop is called.
+func follow(x *Index, d time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { x.Follow(ctx, d, nil); close(done) }()
+	return func() { cancel(); <-done }
 }
 
 func waitCount(t *testing.T, x *Index, want int64) {
@@ -222,10 +232,7 @@ func waitCount(t *testing.T, x *Index, want int64) {
 func TestQueriesUseAnIndex(t *testing.T) {
 	dir := t.TempDir()
 	writeLog(t, dir, 50, 64<<10)
-	x := open(t, dir)
-	if _, err := x.CatchUp(); err != nil {
-		t.Fatal(err)
-	}
+	x := caughtUp(t, dir)
 	for name, q := range map[string]Query{
 		"session": {Session: "s1"}, "parent": {Parent: "p"}, "id": {ID: "x"}, "agent": {Agent: "demo"},
 		"rule": {Rule: "default"}, "session newest": {Session: "s1", Newest: true},
@@ -233,7 +240,7 @@ func TestQueriesUseAnIndex(t *testing.T) {
 		if err := q.Check(); err != nil {
 			t.Fatal(err)
 		}
-		sqlText, args := q.sql()
+		sqlText, args := querySQL(&q)
 		rows, err := x.db.Query("EXPLAIN QUERY PLAN "+sqlText, args...)
 		if err != nil {
 			t.Fatal(err)

@@ -2,92 +2,24 @@ package auditindex
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/toolgate/toolgate/internal/gateway"
 )
-
-// MaxLimit bounds one page of results.
-const MaxLimit = 10_000
-
-// Query selects entries; empty fields match anything.
-type Query struct {
-	Agent, Tool, Type, Decision, Rule, Session, Parent, ID, Phase string
-	Since, Until                                                  time.Time
-	// Text searches the arguments: words (all must appear), as full-text
-	// terms, never as SQL.
-	Text string
-	// Limit (default 100, at most MaxLimit) and After, the seq of the last
-	// entry of the previous page (0: from the start; newest first: from the end).
-	Limit int
-	After int64
-	// Newest lists from the end of the log backwards.
-	Newest bool
-}
-
-// Hit is one entry found, with its place in the chain.
-type Hit struct {
-	Seq   int64          `json:"seq"`
-	Entry *gateway.Entry `json:"entry"`
-	// Line is the entry as written in the log, for checking its hash.
-	Line []byte `json:"-"`
-}
-
-// ErrBadQuery is a query the index refuses (a limit out of range, a time
-// window that ends before it starts).
-var ErrBadQuery = errors.New("bad query")
-
-// Check refuses a query out of range and fills in the default limit; the
-// fleet store (auditpg) takes the same queries.
-func (q *Query) Check() error {
-	if q.Limit == 0 {
-		q.Limit = 100
-	}
-	if q.Limit < 0 || q.Limit > MaxLimit {
-		return fmt.Errorf("%w: limit %d is not between 1 and %d", ErrBadQuery, q.Limit, MaxLimit)
-	}
-	if q.After < 0 {
-		return fmt.Errorf("%w: after %d is negative", ErrBadQuery, q.After)
-	}
-	if !q.Since.IsZero() && !q.Until.IsZero() && q.Until.Before(q.Since) {
-		return fmt.Errorf("%w: until is before since", ErrBadQuery)
-	}
-	// A misspelt value would match nothing, which reads as "there were
-	// none": a query for denials must not come back empty for a typo.
-	for _, f := range []struct {
-		name, v string
-		known   []string
-	}{
-		{"type", q.Type, kindNames},
-		{"decision", q.Decision, gateway.Verdicts},
-		{"phase", q.Phase, gateway.Phases},
-	} {
-		if f.v != "" && !slices.Contains(f.known, f.v) {
-			return fmt.Errorf("%w: no entry has %s %q (there are: %s)", ErrBadQuery, f.name, f.v, strings.Join(f.known, ", "))
-		}
-	}
-	return nil
-}
-
-var kindNames = func() []string {
-	var names []string
-	for _, k := range gateway.Kinds {
-		names = append(names, string(k))
-	}
-	return names
-}()
 
 // Find runs q, oldest first (or newest first with q.Newest).
 func (x *Index) Find(q Query) ([]Hit, error) {
 	if err := q.Check(); err != nil {
 		return nil, err
 	}
-	sqlText, args := q.sql()
-	rows, err := x.db.Query(sqlText, args...)
+	db, done, err := x.reader()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	sqlText, args := querySQL(&q)
+	rows, err := db.Query(sqlText, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -108,9 +40,9 @@ func (x *Index) Find(q Query) ([]Hit, error) {
 	return out, rows.Err()
 }
 
-// sql is the statement of a checked query and its arguments: the
+// querySQL is the statement of a checked query and its arguments: the
 // matching seqs in order, then their lines.
-func (q *Query) sql() (string, []any) {
+func querySQL(q *Query) (string, []any) {
 	var where []string
 	var args []any
 	eq := func(col, v string) {
@@ -181,7 +113,12 @@ func ftsTerms(text string) string {
 
 // Count is how many entries the index holds.
 func (x *Index) Count() (int64, error) {
+	db, done, err := x.reader()
+	if err != nil {
+		return 0, err
+	}
+	defer done()
 	var n int64
-	err := x.db.QueryRow("SELECT count(*) FROM entries").Scan(&n)
+	err = db.QueryRow("SELECT count(*) FROM entries").Scan(&n)
 	return n, err
 }

@@ -24,7 +24,12 @@ func (x *Index) Usage() (map[string]*AgentUsage, error) {
 		}
 		return out[agent]
 	}
-	rows, err := x.db.Query(`SELECT agent, COUNT(*), SUM(decision = 'deny') FROM entries
+	db, done, err := x.reader()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	rows, err := db.Query(`SELECT agent, COUNT(*), SUM(decision = 'deny') FROM entries
 		WHERE phase = 'decision' AND agent != '' GROUP BY agent`)
 	if err != nil {
 		return nil, err
@@ -42,7 +47,7 @@ func (x *Index) Usage() (map[string]*AgentUsage, error) {
 		return nil, err
 	}
 	// Tokens, cost and bytes are in the result entries' detail.
-	rows, err = x.db.Query(`SELECT e.agent, e.type, COUNT(*),
+	rows, err = db.Query(`SELECT e.agent, e.type, COUNT(*),
 		COALESCE(SUM(json_extract(l.line, '$.detail.inputTokens')), 0),
 		COALESCE(SUM(json_extract(l.line, '$.detail.outputTokens')), 0),
 		COALESCE(SUM(json_extract(l.line, '$.detail.costUSD')), 0),
@@ -80,7 +85,12 @@ type RuleHits struct {
 // RuleHits counts, per rule, the decisions it made (refusals and asks
 // included; results excluded), busiest first.
 func (x *Index) RuleHits() ([]RuleHits, error) {
-	rows, err := x.db.Query(`SELECT rule, SUM(decision = 'allow'), SUM(decision = 'deny'),
+	db, done, err := x.reader()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	rows, err := db.Query(`SELECT rule, SUM(decision = 'allow'), SUM(decision = 'deny'),
 		SUM(decision NOT IN ('allow', 'deny')), MAX(seq)
 		FROM entries WHERE phase != 'result' AND rule != '' GROUP BY rule ORDER BY COUNT(*) DESC, rule`)
 	if err != nil {

@@ -36,10 +36,7 @@ func TestUsageAndRuleHits(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	x := open(t, dir)
-	if _, err := x.CatchUp(); err != nil {
-		t.Fatal(err)
-	}
+	x := caughtUp(t, dir)
 	u, err := x.Usage()
 	if err != nil {
 		t.Fatal(err)

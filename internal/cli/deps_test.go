@@ -20,6 +20,7 @@ var toolgateLinks = []string{
 	"github.com/toolgate/toolgate/cmd/toolgate-cli",
 	"github.com/toolgate/toolgate/internal/adminclient",
 	"github.com/toolgate/toolgate/internal/approval",
+	"github.com/toolgate/toolgate/internal/auditquery",
 	"github.com/toolgate/toolgate/internal/cli",
 	"github.com/toolgate/toolgate/internal/gateway",
 	"github.com/toolgate/toolgate/internal/hooks",

@@ -19,16 +19,18 @@ import (
 // about a millisecond instead of running all their initialisers first.
 const GatewayBinary = "toolgate-gateway"
 
+// gatewayCommand is a command toolgate hands to GatewayBinary, with its
+// short help for `toolgate --help`.
+type gatewayCommand struct{ name, short string }
+
 // gatewayCommands are the top-level commands toolgate hands to
-// GatewayBinary, with their short help for `toolgate --help`.
-// TestThinTreeListsEveryCommand (gatewaycmd) keeps them equal to the real
-// commands.
-var gatewayCommands = []struct{ name, short string }{
+// GatewayBinary. TestThinTreeListsEveryCommand (gatewaycmd) keeps them equal
+// to the real commands.
+var gatewayCommands = []gatewayCommand{
 	{"init", "Write a commented config and an admin token into the toolgate home"},
 	{"serve", "Run the gateway: create or re-attach one sandbox per agent and serve the admin API"},
 	{"config", "Inspect the configuration"},
 	{"policy", "Test policy decisions"},
-	{"audit", "Read and verify the audit log"},
 	{"sandbox", "Manage sandbox images"},
 	{"tools", "Review and approve the tool definitions of upstream MCP servers"},
 	{"usage", "Model calls, tokens in/out and cost by model, from the audit log"},
@@ -38,19 +40,22 @@ var gatewayCommands = []struct{ name, short string }{
 	{"token", "Create, list and revoke scoped bearer tokens"},
 }
 
-// delegated returns a stand-in for each of gatewayCommands: it parses
-// nothing and replaces this process with GatewayBinary given the same
-// command line, so flags, help, stdin, signals, the exit status and the
-// pid (serve.lock records it) are the gateway's own.
-func delegated(*Globals) []*cobra.Command {
-	var cmds []*cobra.Command
-	for _, c := range gatewayCommands {
+// delegated returns a stand-in for each of gatewayCommands.
+func delegated(*Globals) []*cobra.Command { return standIns(gatewayCommands) }
+
+// standIns returns a stand-in for each of cmds: it parses nothing and
+// replaces this process with GatewayBinary given the same command line, so
+// flags, help, stdin, signals, the exit status and the pid (serve.lock
+// records it) are the gateway's own.
+func standIns(cmds []gatewayCommand) []*cobra.Command {
+	var out []*cobra.Command
+	for _, c := range cmds {
 		cmd := &cobra.Command{
 			Use:                c.name,
 			Short:              c.short,
 			DisableFlagParsing: true,
 			RunE: func(cmd *cobra.Command, args []string) error {
-				return execGateway(append(commandWords(cmd), args...))
+				return execGateway(cmd, append(commandWords(cmd), args...))
 			},
 		}
 		// Shell completion of its subcommands and flags is the gateway's too.
@@ -61,27 +66,28 @@ func delegated(*Globals) []*cobra.Command {
 					req = cobra.ShellCompNoDescRequestCmd
 				}
 			}
-			err := execGateway(append(append([]string{req}, commandWords(cmd)...), append(args, toComplete)...))
+			err := execGateway(cmd, append(append([]string{req}, commandWords(cmd)...), append(args, toComplete)...))
 			cobra.CompErrorln(err.Error())
 			return nil, cobra.ShellCompDirectiveError
 		}
 		cmd.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
-			if err := execGateway(append(commandWords(cmd), "--help")); err != nil {
+			if err := execGateway(cmd, append(commandWords(cmd), "--help")); err != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "toolgate:", err)
 			}
 		})
-		cmds = append(cmds, cmd)
+		out = append(out, cmd)
 	}
-	return cmds
+	return out
 }
 
 // commandWords is cmd's path without the program's name: [policy].
 func commandWords(cmd *cobra.Command) []string { return strings.Fields(cmd.CommandPath())[1:] }
 
 // execGateway replaces this process with GatewayBinary from the directory
-// this executable is in (links resolved). Never from $PATH: another
-// version there would answer for this one. It returns only on failure.
-func execGateway(args []string) error {
+// this executable is in (links resolved), given args, to run cmd. Never
+// from $PATH: another version there would answer for this one. It returns
+// only on failure.
+func execGateway(cmd *cobra.Command, args []string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding %s: %w", GatewayBinary, err)
@@ -90,7 +96,7 @@ func execGateway(args []string) error {
 	err = syscall.Exec(bin, append([]string{bin}, args...), os.Environ())
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("`toolgate %s` runs %s, which is not installed beside toolgate (%s): install both binaries side by side (README)",
-			args[0], GatewayBinary, bin)
+			strings.Join(commandWords(cmd), " "), GatewayBinary, bin)
 	}
 	return fmt.Errorf("running %s: %w", bin, err)
 }

@@ -80,4 +80,12 @@ func TestGatewayCommandsRunToolgateGateway(t *testing.T) {
 	if out, code := run(alone, "--home", home, "agents"); code != ExitError || !strings.Contains(out, adminclient.ErrDaemonDown.Error()) {
 		t.Errorf("a client command needs no toolgate-gateway: exit %d\n%s", code, out)
 	}
+	// The audit commands ask a running gateway; with none, the index is
+	// toolgate-gateway's to read, and so are tail and verify.
+	for _, args := range [][]string{{"audit", "query", "--agent", "a"}, {"audit", "show", "x"}, {"audit", "reindex"}, {"audit", "tail"}} {
+		want := "`toolgate " + strings.Join(args[:2], " ") + "` runs toolgate-gateway, which is not installed"
+		if out, code := run(alone, append([]string{"--home", home}, args...)...); code != ExitError || !strings.Contains(out, want) {
+			t.Errorf("%v with no gateway running and no toolgate-gateway: exit %d\n%s", args, code, out)
+		}
+	}
 }

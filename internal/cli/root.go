@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -73,7 +74,7 @@ var clientCommands = []struct {
 	{"agents", newAgentsCmd}, {"exec", newExecCmd}, {"read", newReadCmd},
 	{"write", newWriteCmd}, {"patch", newPatchCmd}, {"call", newCallCmd},
 	{"run", newRunCmd}, {"ingest", newIngestCmd},
-	{"approvals", newApprovalsCmd},
+	{"approvals", newApprovalsCmd}, {"audit", newAuditCmd},
 }
 
 // NewRootCmd returns the command tree of the Go CLI (toolgate-cli): the commands
@@ -82,14 +83,19 @@ var clientCommands = []struct {
 func NewRootCmd() *cobra.Command { return NewRootWith(delegated) }
 
 // NewRootWith returns the command tree with the gateway's commands made by
-// gateway: toolgate-gateway's tree when they are the real ones.
+// gateway: toolgate-gateway's tree when they are the real ones. A gateway
+// command named as one of this package's takes its place (audit: the same
+// commands, answered from the files when no gateway runs).
 func NewRootWith(gateway Commands) *cobra.Command {
 	g := &Globals{}
 	root := newRoot(g)
+	theirs := gateway(g)
 	for _, c := range clientCommands {
-		root.AddCommand(c.new(g))
+		if !slices.ContainsFunc(theirs, func(t *cobra.Command) bool { return t.Name() == c.name }) {
+			root.AddCommand(c.new(g))
+		}
 	}
-	root.AddCommand(gateway(g)...)
+	root.AddCommand(theirs...)
 	refuseUnknownSubcommands(root)
 	return root
 }

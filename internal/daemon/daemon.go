@@ -41,6 +41,7 @@ import (
 	"github.com/toolgate/toolgate/internal/mcp"
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/modeldoor"
+	"github.com/toolgate/toolgate/internal/pidlock"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/ratelimit"
 	"github.com/toolgate/toolgate/internal/sandbox"
@@ -79,7 +80,7 @@ type Daemon struct {
 	mu        sync.Mutex // guards built across reloads
 	built     *Built
 	servers   []*http.Server
-	lock      *os.File // HOME/serve.lock, held while serving
+	lock      *pidlock.Lock // HOME/serve.lock, held while serving
 	conns     connlimit.Budget
 	hooks     *hookserver.Server
 
@@ -88,8 +89,7 @@ type Daemon struct {
 	upstreams *upstream.Pool
 	// approvals are the calls waiting for a person.
 	approvals *approval.Store
-	// index follows the audit log for queries; nil when it cannot be opened
-	// (calls never wait for it).
+	// index follows the audit log for queries (calls never wait for it).
 	index     *auditindex.Index
 	indexStop context.CancelFunc
 	indexDone chan struct{}
@@ -165,7 +165,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	}
 	defer func() {
 		if err != nil {
-			lock.Close()
+			lock.Release()
 		}
 	}()
 	// An edit of a shared state file cut short by a crash leaves its
@@ -279,7 +279,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		d.close()
 		return nil, err
 	}
-	api := &adminapi.Server{Gateway: d.gw, Tokens: tokens, Status: d.status, Explain: d.explain, Approvals: d.approvals,
+	api := &adminapi.Server{Gateway: d.gw, Tokens: tokens, Status: d.status, Explain: d.explain, Approvals: d.approvals, Audit: d.index,
 		Observations: connlimit.Unbounded(hs.Ingest()), // a transcript may be piped in as it is written
 		Sessions: connlimit.Unbounded(&agentloop.Server{Model: d.models, Gateway: d.gw, Skills: d.door, // a session runs for minutes
 			Store: agentloop.NewStore(agentloop.SessionsDir(opts.Home)), Config: d.config, HasKey: d.hasKey})}
@@ -612,7 +612,7 @@ func (d *Daemon) Shutdown(ctx context.Context) error {
 	if err := d.gw.Wait(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("calls still running at shutdown; their results are not recorded: %w", err))
 	}
-	errs = append(errs, d.closeHooks(), d.audit.Close(), d.stopIndex(), d.stopFleet(), d.sandboxes.Close(), d.stopTracer(ctx), d.lock.Close())
+	errs = append(errs, d.closeHooks(), d.audit.Close(), d.stopIndex(), d.stopFleet(), d.sandboxes.Close(), d.stopTracer(ctx), d.lock.Release())
 	return errors.Join(errs...)
 }
 
@@ -646,15 +646,11 @@ func (d *Daemon) closeEntryPoints() error {
 // indexPoll is how often the index looks for new audit entries: its lag.
 const indexPoll = 250 * time.Millisecond
 
-// followIndex opens the audit index and keeps it caught up in the
-// background. An index that cannot be opened is logged and left out:
-// queries then read the files.
+// followIndex keeps the audit index caught up in the background: this
+// daemon is its one writer (auditindex), and answers the CLI's queries
+// from it (adminapi). Calls never wait for it.
 func (d *Daemon) followIndex(dir string) {
-	x, err := auditindex.Open(dir, d.log)
-	if err != nil {
-		d.log.Warn("audit index unavailable; queries will read the log files", "err", err)
-		return
-	}
+	x := auditindex.New(dir, d.log, d.audit.Position)
 	ctx, cancel := context.WithCancel(context.Background())
 	d.index, d.indexStop, d.indexDone = x, cancel, make(chan struct{})
 	go func() {
@@ -670,7 +666,7 @@ func (d *Daemon) stopIndex() error {
 	d.indexStop()
 	<-d.indexDone
 	// One last catch-up: what the log got before it closed is indexed.
-	if _, err := d.index.CatchUp(); err != nil {
+	if _, err := d.index.CatchUp(); err != nil && !errors.Is(err, auditindex.ErrUnavailable) {
 		d.log.Warn("audit index: final catch-up", "err", err)
 	}
 	return d.index.Close()

@@ -700,16 +700,18 @@ func TestShutdownRecordsResultsOfCallsInFlight(t *testing.T) {
 	}
 }
 
-// serveProcess stops the in-process daemon and runs the home's gateway as a
-// person does, `toolgate serve` in a process of its own (killed at the end
-// of the test); it returns the process and a client once the admin API
-// answers. The sandboxes stay up across the switch.
+// serveProcess stops the in-process daemon (if one runs) and runs the
+// home's gateway as a person does, `toolgate serve` in a process of its own
+// (killed at the end of the test); it returns the process and a client once
+// the admin API answers. The sandboxes stay up across the switch.
 func (e *env) serveProcess() (*exec.Cmd, *adminclient.Client) {
 	e.t.Helper()
-	if err := e.d.Shutdown(context.Background()); err != nil {
-		e.t.Fatal(err)
+	if e.d != nil {
+		if err := e.d.Shutdown(context.Background()); err != nil {
+			e.t.Fatal(err)
+		}
+		e.d = nil
 	}
-	e.d = nil
 	toolgate, _ := testenv.Binaries(e.t)
 	cmd := exec.Command(toolgate, "--home", e.home, "serve")
 	if err := cmd.Start(); err != nil {

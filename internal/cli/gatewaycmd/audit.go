@@ -4,24 +4,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/config"
 	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/textsafe"
 )
 
+// newAuditCmd is toolgate-gateway's audit: toolgate's show, query and
+// reindex (which read the index themselves when no gateway answers), and
+// the commands that read the log files.
 func newAuditCmd(g *cli.Globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "audit", Short: "Read and verify the audit log"}
-	cmd.AddCommand(newAuditTailCmd(g), newAuditVerifyCmd(g), newAuditShowCmd(g), newAuditQueryCmd(g), newAuditReindexCmd(g))
-	return cmd
+	return cli.NewAuditCmd(g, local{}, newAuditTailCmd(g), newAuditVerifyCmd(g))
 }
 
 // auditDir is the configured audit directory, HOME/logs without a config
@@ -50,7 +48,7 @@ func newAuditTailCmd(g *cli.Globals) *cobra.Command {
 		n      int
 		follow bool
 		asJSON bool
-		since  whenFlag
+		since  cli.WhenFlag
 	)
 	cmd := &cobra.Command{
 		Use:     "tail",
@@ -61,8 +59,8 @@ func newAuditTailCmd(g *cli.Globals) *cobra.Command {
 			if n < 0 {
 				return cli.UsageErr(cmd, fmt.Sprintf("-n/--lines %d: give how many past entries to print, 0 or more", n))
 			}
-			f.Since = since.cutoff()
-			print := printEntry
+			f.Since = since.Cutoff()
+			print := func(e *gateway.Entry) error { return cli.PrintEntry(os.Stdout, e) }
 			if asJSON {
 				enc := json.NewEncoder(os.Stdout)
 				print = func(e *gateway.Entry) error { return enc.Encode(e) }
@@ -106,103 +104,4 @@ func newAuditVerifyCmd(g *cli.Globals) *cobra.Command {
 			return nil
 		},
 	}
-}
-
-func newAuditShowCmd(g *cli.Globals) *cobra.Command {
-	var session string
-	cmd := &cobra.Command{
-		Use:   "show ID | show --session SESSION",
-		Short: "Print every entry of one call (its decision and its result) as JSON, or a session as a tree",
-		Example: `  toolgate audit show 18ed0cfbfd94ff20bf07a49b2d0b52c4
-  toolgate audit show --session 18ed0cfbf8227ea357e317a3095b6d21   # model calls, the tool calls they caused …`,
-		Args: cli.Words(0, 1, "[ID]"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := auditDir(g)
-			if err != nil {
-				return err
-			}
-			if session != "" {
-				if len(args) > 0 {
-					return cli.UsageErr(cmd, "give a call id or --session, not both")
-				}
-				entries, err := sessionEntries(dir, session)
-				if err != nil {
-					return err
-				}
-				if len(entries) == 0 {
-					return errors.New("no audit entry with session " + session)
-				}
-				printSessionTree(os.Stdout, session, entries)
-				return nil
-			}
-			if len(args) == 0 {
-				return cli.UsageErr(cmd, "give a call id, or --session SESSION")
-			}
-			entries, err := findCall(dir, args[0])
-			if err != nil {
-				return err
-			}
-			if len(entries) == 0 {
-				return errors.New("no audit entry with id " + args[0])
-			}
-			// The same JSON for any reader, its strings' control and
-			// format characters written as \u escapes: printed to a
-			// terminal, an entry cannot act on it.
-			for _, e := range entries {
-				b, err := json.MarshalIndent(e, "", "  ")
-				if err != nil {
-					return err
-				}
-				if _, err := os.Stdout.Write(append(textsafe.JSON(b), '\n')); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&session, "session", "", "print this session's calls as a tree (each under the call that caused it)")
-	return cmd
-}
-
-// printEntry writes one entry as a line for people.
-func printEntry(e *gateway.Entry) error { return printEntryTo(os.Stdout, e) }
-
-// printEntryTo writes e as one line. Every field a request could carry
-// (the agent's tool names, arguments, reasons quoting them) is rendered by
-// textsafe: nothing in an entry can reach the terminal as a control
-// sequence or start a line of its own.
-func printEntryTo(w io.Writer, e *gateway.Entry) error {
-	var b strings.Builder
-	// The whole id: it is what `audit show` takes, and its leading digits
-	// are a timestamp, so a prefix does not tell calls apart.
-	fmt.Fprintf(&b, "%s  %s  %-8s %-6s %-9s %-10s %-5s", e.TS.Local().Format("15:04:05.000"), textsafe.Line(e.ID), e.Phase,
-		textsafe.Line(orDash(e.Agent)), e.Type, textsafe.Line(e.Tool), textsafe.Line(e.Decision))
-	if e.Rule != "" {
-		fmt.Fprintf(&b, " [%s]", textsafe.Line(e.Rule))
-	}
-	if e.Reason != "" && e.Decision == "deny" {
-		fmt.Fprintf(&b, " %s", textsafe.Line(e.Reason))
-	}
-	if e.ExitCode != nil {
-		fmt.Fprintf(&b, " exit=%d", *e.ExitCode)
-	}
-	if e.DurationMs != nil {
-		fmt.Fprintf(&b, " %.1fms", *e.DurationMs)
-	}
-	if e.Error != "" {
-		fmt.Fprintf(&b, " error=%q", e.Error)
-	}
-	if len(e.Args) > 0 && e.Phase == gateway.PhaseDecision {
-		args, _ := textsafe.Clip(string(e.Args), 120)
-		fmt.Fprintf(&b, " %s", args)
-	}
-	_, err := fmt.Fprintln(w, b.String())
-	return err
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

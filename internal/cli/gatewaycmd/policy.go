@@ -184,7 +184,7 @@ check refuse a config whose examples fail; this command lists them all.`,
 
 func newPolicyReplayCmd(g *cli.Globals) *cobra.Command {
 	var (
-		since   whenFlag
+		since   cli.WhenFlag
 		f       audit.Filter
 		asJSON  bool
 		all     bool
@@ -218,7 +218,7 @@ a call whose arguments were cut when recorded is marked approximate (~).`,
 					return err
 				}
 			}
-			f.Since = since.cutoff()
+			f.Since = since.Cutoff()
 			out := cmd.OutOrStdout()
 			var changes []replay.Outcome
 			shown := 0

@@ -5,30 +5,20 @@ import (
 	"io"
 	"strings"
 
-	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/auditindex"
+	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/textsafe"
 )
 
 // sessionEntries returns every entry of a session, oldest first: from the
-// index, or by reading the log when there is none.
-func sessionEntries(dir, session string) ([]*gateway.Entry, error) {
+// running gateway's index, else from the index (or the log) here.
+func sessionEntries(cmd *cobra.Command, g *cli.Globals, session string) ([]*gateway.Entry, error) {
 	var out []*gateway.Entry
-	x, err := openIndex(dir)
-	if err != nil {
-		err = audit.Query(dir, audit.Filter{}, func(e *gateway.Entry) error {
-			if e.Session == session {
-				out = append(out, e)
-			}
-			return nil
-		})
-		return out, err
-	}
-	defer x.Close()
 	q := auditindex.Query{Session: session, Limit: auditindex.MaxLimit}
 	for {
-		hits, err := x.Find(q)
+		hits, err := cli.FindAudit(cmd, g, local{}, q)
 		if err != nil {
 			return nil, err
 		}

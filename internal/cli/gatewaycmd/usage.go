@@ -14,7 +14,7 @@ import (
 
 func newUsageCmd(g *cli.Globals) *cobra.Command {
 	var agent string
-	var since whenFlag
+	var since cli.WhenFlag
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:     "usage",
@@ -26,7 +26,7 @@ func newUsageCmd(g *cli.Globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows, err := modeldoor.Usage(dir, agent, since.cutoff())
+			rows, err := modeldoor.Usage(dir, agent, since.Cutoff())
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package gatewaycmd
+package cli
 
 import (
 	"fmt"
@@ -7,20 +7,20 @@ import (
 	"time"
 )
 
-// whenFlag is a point in time for --since and --until: how long ago (a
+// WhenFlag is a point in time for --since and --until: how long ago (a
 // Go duration such as 90m or 2h, or days such as 7d) or an RFC 3339 time.
 // Both flags take both forms, so "from 3h ago until 2h ago", or a window
 // copied from an incident report, needs no clock arithmetic.
-type whenFlag struct {
+type WhenFlag struct {
 	t   time.Time
 	raw string
 }
 
-func (w *whenFlag) String() string { return w.raw }
+func (w *WhenFlag) String() string { return w.raw }
 
-func (w *whenFlag) Type() string { return "when" }
+func (w *WhenFlag) Type() string { return "when" }
 
-func (w *whenFlag) Set(v string) error {
+func (w *WhenFlag) Set(v string) error {
 	if t, err := time.Parse(time.RFC3339, v); err == nil {
 		w.t, w.raw = t, v
 		return nil
@@ -50,5 +50,5 @@ func lookBack(v string) (time.Duration, error) {
 	return d, nil
 }
 
-// cutoff is the time given; zero when the flag was not.
-func (w whenFlag) cutoff() time.Time { return w.t }
+// Cutoff is the time given; zero when the flag was not.
+func (w WhenFlag) Cutoff() time.Time { return w.t }
