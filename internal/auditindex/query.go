@@ -81,10 +81,53 @@ var kindNames = func() []string {
 	return names
 }()
 
-// Find runs q, oldest first (or newest first with q.Newest).
+// ErrSessionAgents is a query for a session that entries of several agents
+// name, naming none of them. A session is one agent's: the session a call
+// carries is a hint from its sandbox, and another agent's sandbox can name
+// the same one, so which agent's session is meant must be said.
+var ErrSessionAgents = fmt.Errorf("%w: a session is one agent's", ErrBadQuery)
+
+// OneAgent refuses q when it asks for a session without an agent and
+// agents, those with entries in that session, are more than one.
+func (q *Query) OneAgent(agents []string) error {
+	if q.Session == "" || q.Agent != "" || len(agents) < 2 {
+		return nil
+	}
+	return fmt.Errorf("%w: session %s has entries of %d agents (%s); name one", ErrSessionAgents, q.Session, len(agents),
+		strings.Join(agents, ", "))
+}
+
+// SessionAgents returns the agents with entries in session, by name.
+func (x *Index) SessionAgents(session string) ([]string, error) {
+	rows, err := x.db.Query("SELECT DISTINCT agent FROM entries WHERE session = ? AND session != '' ORDER BY agent", session)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	err = scanAll(rows, func() error {
+		var a string
+		err := rows.Scan(&a)
+		out = append(out, a)
+		return err
+	})
+	return out, err
+}
+
+// Find runs q, oldest first (or newest first with q.Newest). A session
+// that several agents' entries name must come with its agent
+// (ErrSessionAgents), and a parent matches only calls of its own agent.
 func (x *Index) Find(q Query) ([]Hit, error) {
 	if err := q.Check(); err != nil {
 		return nil, err
+	}
+	if q.Session != "" && q.Agent == "" {
+		agents, err := x.SessionAgents(q.Session)
+		if err != nil {
+			return nil, err
+		}
+		if err := q.OneAgent(agents); err != nil {
+			return nil, err
+		}
 	}
 	sqlText, args := q.sql()
 	rows, err := x.db.Query(sqlText, args...)
@@ -132,7 +175,12 @@ func (q *Query) sql() (string, []any) {
 	}
 	eq("parent", q.Parent)
 	if q.Parent != "" {
-		where = append(where, "parent != ''")
+		// The calls a call caused are of its agent: a parent hint from
+		// another agent's sandbox names it in vain. (A parent that is no
+		// call here, a model's tool_use id, keeps every agent's.)
+		where = append(where, "parent != ''",
+			"(agent IN (SELECT agent FROM entries WHERE id = ?) OR NOT EXISTS (SELECT 1 FROM entries WHERE id = ?))")
+		args = append(args, q.Parent, q.Parent)
 	}
 	eq("id", q.ID)
 	eq("phase", q.Phase)
