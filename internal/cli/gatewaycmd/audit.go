@@ -108,10 +108,15 @@ func newAuditVerifyCmd(g *cli.Globals) *cobra.Command {
 }
 
 func newAuditShowCmd(g *cli.Globals) *cobra.Command {
-	var session string
+	var session, agent string
 	cmd := &cobra.Command{
-		Use:   "show ID | show --session SESSION",
+		Use:   "show ID | show --session SESSION [--agent AGENT]",
 		Short: "Print every entry of one call (its decision and its result) as JSON, or a session as a tree",
+		Long: `With --session, prints the session's calls as a tree, each call under the call
+that caused it. A session is one agent's: the session and parent a call carries
+are hints from its sandbox, so a call is linked only to calls of its own agent,
+and when calls of several agents name the session each agent's are a tree of
+their own (--agent shows one).`,
 		Example: `  toolgate audit show 18ed0cfbfd94ff20bf07a49b2d0b52c4
   toolgate audit show --session 18ed0cfbf8227ea357e317a3095b6d21   # model calls, the tool calls they caused …`,
 		Args: cli.Words(0, 1, "[ID]"),
@@ -124,15 +129,21 @@ func newAuditShowCmd(g *cli.Globals) *cobra.Command {
 				if len(args) > 0 {
 					return cli.UsageErr(cmd, "give a call id or --session, not both")
 				}
-				entries, err := sessionEntries(dir, session)
+				entries, err := sessionEntries(dir, session, agent)
 				if err != nil {
 					return err
+				}
+				if len(entries) == 0 && agent != "" {
+					return errors.New("no audit entry of agent " + agent + " with session " + session)
 				}
 				if len(entries) == 0 {
 					return errors.New("no audit entry with session " + session)
 				}
 				printSessionTree(os.Stdout, session, entries)
 				return nil
+			}
+			if agent != "" {
+				return cli.UsageErr(cmd, "--agent goes with --session")
 			}
 			if len(args) == 0 {
 				return cli.UsageErr(cmd, "give a call id, or --session SESSION")
@@ -155,6 +166,7 @@ func newAuditShowCmd(g *cli.Globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&session, "session", "", "print this session's calls as a tree (each under the call that caused it)")
+	cmd.Flags().StringVar(&agent, "agent", "", "with --session: only this agent's calls")
 	return cmd
 }
 

@@ -7,16 +7,18 @@ import (
 
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/auditindex"
+	"github.com/toolgate/toolgate/internal/calltree"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
-// sessionEntries returns every entry of a session, oldest first: from the
-// index, or by reading the log when there is none.
-func sessionEntries(dir, session string) ([]*gateway.Entry, error) {
+// sessionEntries returns every entry of a session (of agent alone when
+// given), oldest first: from the index, or by reading the log when there is
+// none.
+func sessionEntries(dir, session, agent string) ([]*gateway.Entry, error) {
 	var out []*gateway.Entry
 	x, err := openIndex(dir)
 	if err != nil {
-		err = audit.Query(dir, audit.Filter{}, func(e *gateway.Entry) error {
+		err = audit.Query(dir, audit.Filter{Agent: agent}, func(e *gateway.Entry) error {
 			if e.Session == session {
 				out = append(out, e)
 			}
@@ -25,89 +27,62 @@ func sessionEntries(dir, session string) ([]*gateway.Entry, error) {
 		return out, err
 	}
 	defer x.Close()
-	q := auditindex.Query{Session: session, Limit: auditindex.MaxLimit}
-	for {
-		hits, err := x.Find(q)
-		if err != nil {
+	agents := []string{agent}
+	if agent == "" {
+		// A session is one agent's: each agent's part is asked for apart.
+		if agents, err = x.SessionAgents(session); err != nil {
 			return nil, err
 		}
-		for _, h := range hits {
-			out = append(out, h.Entry)
-		}
-		if len(hits) < q.Limit {
-			return out, nil
-		}
-		q.After = hits[len(hits)-1].Seq
 	}
-}
-
-// sessionCall is one call of a session: its entries and what it caused.
-type sessionCall struct {
-	first    *gateway.Entry // its first entry (decision, ask or observation)
-	last     *gateway.Entry // its last (the result, when it has one)
-	children []*sessionCall
-}
-
-// printSessionTree prints a session's calls as a tree: a call under the
-// call that caused it — by parent, a call id (the run's exec for what its
-// process tree did) or a tool_use id that a model call's answer listed
-// (detail.toolUseIds) — in the order they began.
-func printSessionTree(w io.Writer, session string, entries []*gateway.Entry) {
-	calls := map[string]*sessionCall{}
-	var order []*sessionCall
-	toolUse := map[string]*sessionCall{} // tool_use id → the model call that emitted it
-	for _, e := range entries {
-		c := calls[e.ID]
-		if c == nil {
-			c = &sessionCall{first: e}
-			calls[e.ID] = c
-			order = append(order, c)
-		}
-		c.last = e
-		if ids, ok := e.Detail["toolUseIds"].([]any); ok {
-			for _, id := range ids {
-				if s, ok := id.(string); ok {
-					toolUse[s] = c
-				}
+	for _, a := range agents {
+		q := auditindex.Query{Session: session, Agent: a, Limit: auditindex.MaxLimit}
+		for {
+			hits, err := x.Find(q)
+			if err != nil {
+				return nil, err
 			}
+			for _, h := range hits {
+				out = append(out, h.Entry)
+			}
+			if len(hits) < q.Limit {
+				break
+			}
+			q.After = hits[len(hits)-1].Seq
 		}
 	}
-	var roots []*sessionCall
-	for _, c := range order {
-		p := c.first.Parent
-		parent := calls[p]
-		if parent == nil {
-			parent = toolUse[p]
-		}
-		if parent == nil || parent == c {
-			roots = append(roots, c)
-			continue
-		}
-		parent.children = append(parent.children, c)
+	return out, nil
+}
+
+type sessionCall = calltree.Call[*gateway.Entry]
+
+// printSessionTree prints a session's calls as trees (calltree.Build): one
+// per agent whose calls name the session, each call under the call that
+// caused it, in the order they began.
+func printSessionTree(w io.Writer, session string, entries []*gateway.Entry) {
+	trees := calltree.Build(entries, func(e *gateway.Entry) *gateway.Entry { return e })
+	if len(trees) > 1 {
+		fmt.Fprintf(w, "calls of %d agents name session %s: a session is one agent's, so each agent's calls are a tree of their own\n",
+			len(trees), session)
 	}
-	denied := 0
-	for _, c := range order {
-		if c.last.Decision == "deny" {
-			denied++
-		}
-	}
-	fmt.Fprintf(w, "session %s: %d calls, %d denied\n", session, len(order), denied)
 	var walk func(cs []*sessionCall, depth int)
 	walk = func(cs []*sessionCall, depth int) {
 		for _, c := range cs {
 			fmt.Fprintf(w, "%s%s\n", strings.Repeat("  ", depth+1), sessionLine(c))
-			walk(c.children, depth+1)
+			walk(c.Kids, depth+1)
 		}
 	}
-	walk(roots, 0)
+	for _, t := range trees {
+		fmt.Fprintf(w, "session %s of agent %s: %d calls, %d denied\n", session, orDash(t.Agent), t.Calls, t.Denied)
+		walk(t.Roots, 0)
+	}
 }
 
-// sessionLine is one call in a line: what it was, how it was decided, how
-// it ended.
+// sessionLine is one call in a line: when, whose, what it was, how it was
+// decided, how it ended.
 func sessionLine(c *sessionCall) string {
-	e, r := c.first, c.last
+	e, r := c.First(), c.Last()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s %s %s", e.TS.Local().Format("15:04:05.000"), e.Type, e.Tool, r.Decision)
+	fmt.Fprintf(&b, "%s %s %s %s %s", e.TS.Local().Format("15:04:05.000"), orDash(e.Agent), e.Type, e.Tool, r.Decision)
 	if r.Rule != "" && r.Decision != "allow" {
 		fmt.Fprintf(&b, " [%s] %s", r.Rule, r.Reason)
 	}
