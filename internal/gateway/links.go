@@ -35,7 +35,7 @@ func (l *links) remember(id, agent string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.cur == nil || len(l.cur) >= maxLinks {
-		l.old, l.cur = l.cur, make(map[string]string, maxLinks/8)
+		l.old, l.cur = l.cur, make(map[string]string, maxLinks)
 	}
 	l.cur[id] = agent
 }

@@ -69,3 +69,41 @@ func TestParentHints(t *testing.T) {
 		t.Errorf("the call's own detail lost: %v", bGraft.Detail)
 	}
 }
+
+type discardSink struct{}
+
+func (discardSink) Append(*Entry) error { return nil }
+
+// BenchmarkParentHints: what remembering each call's agent and checking
+// its parent hint adds to a call ("links", with a parent of the same
+// agent, the common case), beside a whole call through Handle in memory.
+func BenchmarkParentHints(b *testing.B) {
+	g := New(Options{Audit: discardSink{}}, &Snapshot{
+		Agents:  map[string]AgentInfo{"a": {Name: "a"}},
+		Tools:   map[string]Tool{"echo": &fakeTool{}},
+		Decider: denyTool{},
+	})
+	parent := NewID()
+	g.links.remember(parent, "a")
+	b.Run("handle", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := g.Handle(context.Background(), &Call{Agent: "a", Tool: "echo", Args: json.RawMessage(`{}`), Parent: parent}, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	ids := make([]string, 1<<17)
+	for i := range ids {
+		ids[i] = NewID()
+	}
+	b.Run("links", func(b *testing.B) {
+		var detail map[string]any
+		i := 0
+		for b.Loop() {
+			p := parent
+			g.links.unlink("a", &p, &detail)
+			g.links.remember(ids[i%len(ids)], "a")
+			i++
+		}
+	})
+}
