@@ -127,27 +127,35 @@ func TestSessionGraftRefused(t *testing.T) {
 		t.Errorf("audit query --parent (a's run): exit %d\n%s", code, out)
 	}
 
-	// The dashboard's session page: a tree per agent.
-	req, _ := http.NewRequest("GET", "http://"+addr+"/ui/session/"+session, nil)
-	req.Header.Set("Authorization", "Bearer "+viewer)
-	var page string
-	for deadline := time.Now().Add(10 * time.Second); ; { // the index follows the log
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+	// The dashboard's session page: a tree per agent. get waits for the
+	// index, which follows the log, to hold what the page must show.
+	get := func(path, want string) string {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+		req.Header.Set("Authorization", "Bearer "+viewer)
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(body), want) || time.Now().After(deadline) {
+				return string(body)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		page = string(body)
-		if strings.Contains(page, forgotten.ID) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
+	page := get("/ui/session/"+session, forgotten.ID)
 	_, treeA, _ := strings.Cut(page, fmt.Sprintf(`data-agent="%s"`, a))
 	treeA, treeB, _ := strings.Cut(treeA, fmt.Sprintf(`data-agent="%s"`, b))
 	if !strings.Contains(treeA, mine) || strings.Contains(treeA, known.ID) || strings.Contains(treeA, forgotten.ID) ||
 		!strings.Contains(treeB, known.ID) || !strings.Contains(treeB, forgotten.ID) {
 		t.Errorf("dashboard session page: a's tree and b's tree not apart:\n%s", page)
+	}
+	// The entry page of b's call shows its hint, not a link to a's call.
+	page = get("/ui/entry/"+forgotten.ID, forgotten.ID)
+	if strings.Contains(page, "/ui/entry/"+runA) || !strings.Contains(page, "names another agent's call: not linked") {
+		t.Errorf("dashboard entry page of b's call links a's run:\n%s", page)
 	}
 }

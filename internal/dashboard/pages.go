@@ -184,10 +184,9 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 // node is one call of a session tree: its entries (decision, result) and
 // the calls it caused.
 type node struct {
-	ID       string
-	Entries  []row
-	Kids     []*node
-	Decision string
+	ID      string
+	Entries []row
+	Kids    []*node
 }
 
 // agentTree is one agent's calls in a session (calltree.Tree).
@@ -199,7 +198,7 @@ type agentTree struct {
 
 func (d *Dashboard) session(w http.ResponseWriter, r *http.Request) {
 	id, agent := r.PathValue("id"), r.URL.Query().Get("agent")
-	data := map[string]any{"Session": id, "Agent": agent}
+	data := map[string]any{"Session": id, "Agent": agent, "Max": maxSession}
 	if d.opts.Index == nil {
 		data["Error"] = errNoIndex.Error()
 		d.render(w, r, "session", data)
@@ -241,7 +240,7 @@ func trees(hits []auditindex.Hit) []agentTree {
 func nodes(cs []*calltree.Call[auditindex.Hit]) []*node {
 	out := make([]*node, len(cs))
 	for i, c := range cs {
-		n := &node{ID: c.First().ID, Decision: c.Decision(), Kids: nodes(c.Kids)}
+		n := &node{ID: c.First().ID, Kids: nodes(c.Kids)}
 		for _, h := range c.Items {
 			n.Entries = append(n.Entries, rowOf(h))
 		}
@@ -259,6 +258,9 @@ type checked struct {
 	Link   string // likewise for the link to the line before it
 	Prev   int64
 	Parent string
+	// Unlinked is a parent hint that names another agent's call: shown,
+	// not linked (a session is one agent's; docs/security.md).
+	Unlinked string
 }
 
 func (d *Dashboard) entry(w http.ResponseWriter, r *http.Request) {
@@ -276,6 +278,11 @@ func (d *Dashboard) entry(w http.ResponseWriter, r *http.Request) {
 	var out []checked
 	for _, h := range hits {
 		c := checked{Seq: h.Seq, Entry: h.Entry, Parent: h.Entry.Parent}
+		if c.Parent != "" {
+			if up, err := d.opts.Index.Find(auditindex.Query{ID: c.Parent, Limit: 1}); err == nil && len(up) > 0 && up[0].Entry.Agent != h.Entry.Agent {
+				c.Parent, c.Unlinked = "", h.Entry.Parent
+			}
+		}
 		b, _ := json.MarshalIndent(h.Entry, "", "  ")
 		c.JSON = string(b)
 		if _, err := audit.CheckLine(h.Line); err != nil {
