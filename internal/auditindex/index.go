@@ -79,6 +79,10 @@ const MaxLimit = auditquery.MaxLimit
 // ErrBadQuery is a query the index refuses.
 var ErrBadQuery = auditquery.ErrBadQuery
 
+// ErrSessionAgents is a session asked for without its agent when several
+// agents' entries name it.
+var ErrSessionAgents = auditquery.ErrSessionAgents
+
 // ErrUnavailable is an index this process does not have open: another
 // process holds the writer's lock, or it could not be opened.
 var ErrUnavailable = errors.New("the audit index is not open")

@@ -81,7 +81,7 @@ func TestFeedAndQuery(t *testing.T) {
 	}{
 		{Query{Agent: "demo", Limit: MaxLimit}, 160},
 		{Query{Agent: "demo", Decision: "deny", Tool: "write", Limit: MaxLimit}, 53},
-		{Query{Session: "s3"}, 10},
+		{Query{Session: "s3", Agent: "demo"}, 5},
 		{Query{Text: "word42"}, 1},
 		{Query{Text: "common word42"}, 1},
 		{Query{Text: "nowhere"}, 0},
@@ -132,6 +132,66 @@ func TestFeedAndQuery(t *testing.T) {
 	}
 	if n, _ := x.Count(); n != 320 {
 		t.Errorf("entries table still has %d rows after SQL-looking text", n)
+	}
+}
+
+// TestSessionIsOneAgents: a session two agents' entries name is asked for
+// with its agent, and a parent matches only calls of the parent's agent —
+// another agent's hints do not put its calls into them.
+func TestSessionIsOneAgents(t *testing.T) {
+	dir := t.TempDir()
+	w, err := audit.Open(dir, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(agent, session, parent string) string {
+		e := &gateway.Entry{TS: time.Now().UTC(), ID: gateway.NewID(), Phase: gateway.PhaseDecision, Agent: agent,
+			Type: gateway.KindCore, Tool: "exec", Decision: "allow", Session: session, Parent: parent}
+		if err := w.Append(e); err != nil {
+			t.Fatal(err)
+		}
+		return e.ID
+	}
+	run := add("a", "S", "")
+	child := add("a", "S", run)
+	graft := add("b", "S", run)
+	toolA := add("a", "T", "toolu_x")
+	toolB := add("b", "T", "toolu_x")
+	onlyA := add("a", "only-a", "")
+	w.Close()
+	x := open(t, dir)
+	if _, err := x.CatchUp(); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(q Query) ([]string, error) {
+		hits, err := x.Find(q)
+		var out []string
+		for _, h := range hits {
+			out = append(out, h.Entry.ID)
+		}
+		return out, err
+	}
+	if agents, err := x.SessionAgents("S"); err != nil || strings.Join(agents, ",") != "a,b" {
+		t.Errorf("session agents %v %v", agents, err)
+	}
+	if got, err := ids(Query{Session: "S"}); !errors.Is(err, ErrSessionAgents) || !errors.Is(err, ErrBadQuery) ||
+		!strings.Contains(err.Error(), "session S has entries of 2 agents (a, b)") {
+		t.Errorf("a session of two agents without its agent: %v %v", got, err)
+	}
+	for _, tc := range []struct {
+		q    Query
+		want []string
+	}{
+		{Query{Session: "S", Agent: "a"}, []string{run, child}},
+		{Query{Session: "S", Agent: "b"}, []string{graft}},
+		{Query{Session: "only-a"}, []string{onlyA}}, // one agent's: no need to name it
+		{Query{Parent: run}, []string{child}},
+		{Query{Parent: "toolu_x"}, []string{toolA, toolB}}, // no call of that id: every agent's
+	} {
+		got, err := ids(tc.q)
+		if err != nil || strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%+v: %v %v, want %v", tc.q, got, err, tc.want)
+		}
 	}
 }
 

@@ -32,7 +32,7 @@ func BenchmarkQueryLatency(b *testing.B) {
 	}{
 		{"show-first", Query{ID: first}, 1},
 		{"agent-deny-exec-since", Query{Agent: "agent4", Decision: "deny", Tool: "exec", Since: since, Limit: 100}, 100},
-		{"session", Query{Session: fmt.Sprintf("s%d", n/100)}, 1},
+		{"session", Query{Session: fmt.Sprintf("s%d", n/100), Agent: "agent0"}, 1}, // a session is one agent's
 		{"text", Query{Text: "pkg42", Limit: 100}, 1},
 		{"newest-page", Query{Newest: true, Limit: 100}, 100},
 		{"agent-newest-page", Query{Agent: "agent7", Newest: true, Limit: 100}, 100},

@@ -8,10 +8,42 @@ import (
 	"github.com/toolgate/toolgate/internal/gateway"
 )
 
-// Find runs q, oldest first (or newest first with q.Newest).
+// SessionAgents returns the agents with entries in session, by name.
+func (x *Index) SessionAgents(session string) ([]string, error) {
+	db, done, err := x.reader()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	rows, err := db.Query("SELECT DISTINCT agent FROM entries WHERE session = ? AND session != '' ORDER BY agent", session)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	err = scanAll(rows, func() error {
+		var a string
+		err := rows.Scan(&a)
+		out = append(out, a)
+		return err
+	})
+	return out, err
+}
+
+// Find runs q, oldest first (or newest first with q.Newest). A session
+// that several agents' entries name must come with its agent
+// (auditquery.ErrSessionAgents), and a parent matches only calls of its own agent.
 func (x *Index) Find(q Query) ([]Hit, error) {
 	if err := q.Check(); err != nil {
 		return nil, err
+	}
+	if q.Session != "" && q.Agent == "" && !q.AllAgents {
+		agents, err := x.SessionAgents(q.Session)
+		if err != nil {
+			return nil, err
+		}
+		if err := q.OneAgent(agents); err != nil {
+			return nil, err
+		}
 	}
 	db, done, err := x.reader()
 	if err != nil {
@@ -64,7 +96,12 @@ func querySQL(q *Query) (string, []any) {
 	}
 	eq("parent", q.Parent)
 	if q.Parent != "" {
-		where = append(where, "parent != ''")
+		// The calls a call caused are of its agent: a parent hint from
+		// another agent's sandbox names it in vain. (A parent that is no
+		// call here, a model's tool_use id, keeps every agent's.)
+		where = append(where, "parent != ''",
+			"(agent IN (SELECT agent FROM entries WHERE id = ?) OR NOT EXISTS (SELECT 1 FROM entries WHERE id = ?))")
+		args = append(args, q.Parent, q.Parent)
 	}
 	eq("id", q.ID)
 	eq("phase", q.Phase)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/toolgate/toolgate/internal/auditindex"
 	"github.com/toolgate/toolgate/internal/gateway"
 )
@@ -26,6 +28,15 @@ func (s *Store) Find(ctx context.Context, q auditindex.Query) ([]Hit, error) {
 	if err := q.Check(); err != nil {
 		return nil, err
 	}
+	if q.Session != "" && q.Agent == "" && !q.AllAgents {
+		agents, err := s.sessionAgents(ctx, q.Session)
+		if err != nil {
+			return nil, err
+		}
+		if err := q.OneAgent(agents); err != nil {
+			return nil, err
+		}
+	}
 	var where []string
 	var args []any
 	arg := func(v any) string {
@@ -39,6 +50,11 @@ func (s *Store) Find(ctx context.Context, q auditindex.Query) ([]Hit, error) {
 		if f.v != "" {
 			where = append(where, f.col+" = "+arg(f.v))
 		}
+	}
+	if q.Parent != "" { // the calls a call caused are of its agent (auditindex.Index.Find)
+		p := arg(q.Parent)
+		where = append(where, "(agent IN (SELECT agent FROM toolgate_audit_entries WHERE id = "+p+
+			") OR NOT EXISTS (SELECT 1 FROM toolgate_audit_entries WHERE id = "+p+"))")
 	}
 	if !q.Since.IsZero() {
 		where = append(where, "ts >= "+arg(q.Since))
@@ -82,6 +98,15 @@ func (s *Store) Find(ctx context.Context, q auditindex.Query) ([]Hit, error) {
 		out = append(out, h)
 	}
 	return out, rows.Err()
+}
+
+// sessionAgents returns the agents with entries in session, by name.
+func (s *Store) sessionAgents(ctx context.Context, session string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, "SELECT DISTINCT agent FROM toolgate_audit_entries WHERE session = $1 AND session <> '' ORDER BY agent", session)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // likeEscape makes a word match itself under ILIKE (escape character \).

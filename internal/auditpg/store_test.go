@@ -135,7 +135,7 @@ func TestTwoGatewaysOneDatabase(t *testing.T) {
 		{auditindex.Query{Limit: auditindex.MaxLimit}, 525},
 		{auditindex.Query{Agent: "beta", Limit: auditindex.MaxLimit}, 200},
 		{auditindex.Query{Agent: "alpha", Decision: "deny", Tool: "write", Limit: auditindex.MaxLimit}, 100 + 8},
-		{auditindex.Query{Session: "s3"}, 20},
+		{auditindex.Query{Session: "s3", Agent: "alpha"}, 10},
 		{auditindex.Query{Text: "word42 COMMON"}, 2},
 		{auditindex.Query{Text: "nowhere"}, 0},
 		{auditindex.Query{Text: `'; DROP TABLE toolgate_audit_entries; --`}, 0},
@@ -179,6 +179,51 @@ func TestTwoGatewaysOneDatabase(t *testing.T) {
 		{Since: time.Now(), Until: time.Now().Add(-time.Hour)}, {Decision: "denied"}, {Type: "exec"}} {
 		if _, err := s.Find(ctx, q); !errors.Is(err, auditindex.ErrBadQuery) {
 			t.Errorf("%+v: %v, want a bad-query error", q, err)
+		}
+	}
+}
+
+// TestSessionIsOneAgents: across the fleet as in one index
+// (auditindex.Index.Find), a session two agents' entries name is asked for
+// with its agent, and a parent matches only calls of the parent's agent.
+func TestSessionIsOneAgents(t *testing.T) {
+	dsn := testenv.NeedPostgres(t).NewDatabase(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	w, err := audit.Open(dir, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, graft := entry(0, "alpha"), entry(1, "beta")
+	run.Session, graft.Session, graft.Parent = "S", "S", run.ID
+	for _, e := range []*gateway.Entry{run, graft} {
+		if err := w.Append(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	s := openStore(t, dsn)
+	if _, err := s.CatchUp(ctx, dir, "gw"); err != nil {
+		t.Fatal(err)
+	}
+	if hits, err := s.Find(ctx, auditindex.Query{Session: "S"}); !errors.Is(err, auditindex.ErrSessionAgents) ||
+		!strings.Contains(err.Error(), "(alpha, beta)") {
+		t.Errorf("a session of two agents without its agent: %d hits, %v", len(hits), err)
+	}
+	for _, tc := range []struct {
+		q    auditindex.Query
+		want string
+	}{
+		{auditindex.Query{Session: "S", Agent: "beta"}, graft.ID},
+		{auditindex.Query{Parent: run.ID}, ""},
+	} {
+		hits, err := s.Find(ctx, tc.q)
+		var got []string
+		for _, h := range hits {
+			got = append(got, h.Entry.ID)
+		}
+		if err != nil || strings.Join(got, ",") != tc.want {
+			t.Errorf("%+v: %v %v, want %q", tc.q, got, err, tc.want)
 		}
 	}
 }

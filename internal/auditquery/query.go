@@ -33,6 +33,10 @@ type Query struct {
 	After int64
 	// Newest lists from the end of the log backwards.
 	Newest bool
+	// AllAgents asks for a session's entries of every agent that names it,
+	// for a reader that keeps each agent's apart (calltree); without it
+	// such a session must come with its agent (OneAgent).
+	AllAgents bool
 }
 
 // Hit is one entry found, with its place in the chain.
@@ -41,6 +45,22 @@ type Hit struct {
 	Entry *gateway.Entry `json:"entry"`
 	// Line is the entry as written in the log, for checking its hash.
 	Line []byte `json:"-"`
+}
+
+// ErrSessionAgents is a query for a session that entries of several agents
+// name, naming none of them. A session is one agent's: the session a call
+// carries is a hint from its sandbox, and another agent's sandbox can name
+// the same one, so which agent's session is meant must be said.
+var ErrSessionAgents = fmt.Errorf("%w: a session is one agent's", ErrBadQuery)
+
+// OneAgent refuses q when it asks for a session without an agent and
+// agents, those with entries in that session, are more than one.
+func (q *Query) OneAgent(agents []string) error {
+	if q.Session == "" || q.Agent != "" || q.AllAgents || len(agents) < 2 {
+		return nil
+	}
+	return fmt.Errorf("%w: session %s has entries of %d agents (%s); name one", ErrSessionAgents, q.Session, len(agents),
+		strings.Join(agents, ", "))
 }
 
 // ErrBadQuery is a query refused (a limit out of range, a time window that
@@ -124,6 +144,9 @@ func (q Query) Values() url.Values {
 	if q.Newest {
 		v.Set("newest", "true")
 	}
+	if q.AllAgents {
+		v.Set("all_agents", "true")
+	}
 	return v
 }
 
@@ -153,6 +176,8 @@ func Parse(v url.Values) (Query, error) {
 			q.After, err = strconv.ParseInt(val, 10, 64)
 		case "newest":
 			q.Newest, err = strconv.ParseBool(val)
+		case "all_agents":
+			q.AllAgents, err = strconv.ParseBool(val)
 		default:
 			s, ok := strs[name]
 			if !ok {

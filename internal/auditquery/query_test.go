@@ -17,7 +17,7 @@ func TestValuesRoundTrip(t *testing.T) {
 		{},
 		{ID: "18ed0cfbfd94ff20bf07a49b2d0b52c4"},
 		{Agent: "demo", Tool: "exec", Type: "core_tool", Decision: "deny", Rule: "no-rm-rf", Session: "S", Parent: "P",
-			Phase: "decision", Text: `rm -rf "/" & x=1;#`, Since: since, Until: since.Add(time.Hour), Limit: 20, After: 77, Newest: true},
+			Phase: "decision", Text: `rm -rf "/" & x=1;#`, Since: since, Until: since.Add(time.Hour), Limit: 20, After: 77, Newest: true, AllAgents: true},
 	} {
 		v := q.Values()
 		for name, vals := range v {

@@ -25,8 +25,9 @@ type AuditLocal interface {
 	Find(cmd *cobra.Command, g *Globals, q auditquery.Query) ([]auditquery.Hit, error)
 	// Reindex rebuilds the index from the log, no gateway running.
 	Reindex(cmd *cobra.Command, g *Globals) (int, error)
-	// ShowSession prints a session's calls as a tree (audit show --session).
-	ShowSession(cmd *cobra.Command, g *Globals, session string) error
+	// ShowSession prints a session's calls as trees, one per agent, or
+	// agent's alone when given (audit show --session).
+	ShowSession(cmd *cobra.Command, g *Globals, session, agent string) error
 	// QueryFleet answers q from the fleet database (audit query --all-gateways).
 	QueryFleet(cmd *cobra.Command, g *Globals, q auditquery.Query, format string) error
 }
@@ -85,10 +86,15 @@ func GatewayDown(g *Globals, err error) bool {
 }
 
 func newAuditShowCmd(g *Globals, local AuditLocal) *cobra.Command {
-	var session string
+	var session, agent string
 	cmd := &cobra.Command{
-		Use:   "show ID | show --session SESSION",
+		Use:   "show ID | show --session SESSION [--agent AGENT]",
 		Short: "Print every entry of one call (its decision and its result) as JSON, or a session as a tree",
+		Long: `With --session, prints the session's calls as a tree, each call under the call
+that caused it. A session is one agent's: the session and parent a call carries
+are hints from its sandbox, so a call is linked only to calls of its own agent,
+and when calls of several agents name the session each agent's are a tree of
+their own (--agent shows one).`,
 		Example: `  toolgate audit show 18ed0cfbfd94ff20bf07a49b2d0b52c4
   toolgate audit show --session 18ed0cfbf8227ea357e317a3095b6d21   # model calls, the tool calls they caused …`,
 		Args: Words(0, 1, "[ID]"),
@@ -97,7 +103,10 @@ func newAuditShowCmd(g *Globals, local AuditLocal) *cobra.Command {
 				if len(args) > 0 {
 					return UsageErr(cmd, "give a call id or --session, not both")
 				}
-				return local.ShowSession(cmd, g, session)
+				return local.ShowSession(cmd, g, session, agent)
+			}
+			if agent != "" {
+				return UsageErr(cmd, "--agent goes with --session")
 			}
 			if len(args) == 0 {
 				return UsageErr(cmd, "give a call id, or --session SESSION")
@@ -125,6 +134,7 @@ func newAuditShowCmd(g *Globals, local AuditLocal) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&session, "session", "", "print this session's calls as a tree (each under the call that caused it)")
+	cmd.Flags().StringVar(&agent, "agent", "", "with --session: only this agent's calls")
 	return cmd
 }
 
@@ -170,7 +180,7 @@ func (handOn) Reindex(cmd *cobra.Command, _ *Globals) (int, error) {
 	return 0, execGateway(cmd, os.Args[1:])
 }
 
-func (handOn) ShowSession(cmd *cobra.Command, _ *Globals, _ string) error {
+func (handOn) ShowSession(cmd *cobra.Command, _ *Globals, _, _ string) error {
 	return execGateway(cmd, os.Args[1:])
 }
 

@@ -62,8 +62,8 @@ arrival order).`,
 	f.StringVar(&q.Type, "type", "", "only this type: core_tool, tool, hook, egress, model, admin, observed")
 	f.StringVar(&q.Decision, "decision", "", "only this decision: allow, deny, ask …")
 	f.StringVar(&q.Rule, "rule", "", "only entries decided by this rule")
-	f.StringVar(&q.Session, "session", "", "only this session")
-	f.StringVar(&q.Parent, "parent", "", "only calls caused by this call id")
+	f.StringVar(&q.Session, "session", "", "only this session (a session is one agent's: give --agent when several agents' entries name it)")
+	f.StringVar(&q.Parent, "parent", "", "only calls caused by this call id (calls of its own agent)")
 	f.StringVar(&q.Phase, "phase", "", "only this phase: decision, result, ask")
 	f.Var(&since, "since", "only entries since then: how long ago (2h, 7d) or an RFC 3339 time")
 	f.Var(&until, "until", "only entries before then: how long ago (1h, 2d) or an RFC 3339 time")
@@ -106,7 +106,7 @@ func PrintEntry(w io.Writer, e *gateway.Entry) error {
 	// The whole id: it is what `audit show` takes, and its leading digits
 	// are a timestamp, so a prefix does not tell calls apart.
 	fmt.Fprintf(&b, "%s  %s  %-8s %-6s %-9s %-10s %-5s", e.TS.Local().Format("15:04:05.000"), textsafe.Line(e.ID), e.Phase,
-		textsafe.Line(orDash(e.Agent)), e.Type, textsafe.Line(e.Tool), textsafe.Line(e.Decision))
+		textsafe.Line(OrDash(e.Agent)), e.Type, textsafe.Line(e.Tool), textsafe.Line(e.Decision))
 	if e.Rule != "" {
 		fmt.Fprintf(&b, " [%s]", textsafe.Line(e.Rule))
 	}
@@ -130,7 +130,8 @@ func PrintEntry(w io.Writer, e *gateway.Entry) error {
 	return err
 }
 
-func orDash(s string) string {
+// OrDash is s, or "-" for nothing.
+func OrDash(s string) string {
 	if s == "" {
 		return "-"
 	}

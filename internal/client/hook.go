@@ -206,6 +206,20 @@ func exists(p string) bool {
 	return err == nil
 }
 
+// runHints are the headers that link what this process asks of the
+// gateway to the run it belongs to: the exec it runs under (claude started
+// by toolgate run, and what claude starts: hooks, MCP servers) and that
+// exec's session, from the environment the exec gave it.
+func runHints() [][2]string {
+	var out [][2]string
+	for _, h := range [][2]string{{proto.HeaderParent, os.Getenv(proto.EnvCallID)}, {proto.HeaderSession, os.Getenv(proto.SessionEnv)}} {
+		if proto.ValidCallID(h[1]) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
 // post sends one JSON request over the agent socket and decodes a 200
 // answer into out (when non-nil). Any other status is an error carrying the
 // gateway's message.
@@ -222,12 +236,8 @@ func post(sock, path string, body []byte, deadline time.Time, out any) error {
 	req = append(req, "POST "...)
 	req = append(req, path...)
 	req = append(req, " HTTP/1.1\r\nHost: toolgate\r\nUser-Agent: toolgate-client\r\nConnection: close\r\nContent-Type: application/json\r\n"...)
-	// The exec this hook runs under (claude started by toolgate run) and
-	// its session: hints that link the hook's entries to the run.
-	for _, h := range [][2]string{{proto.HeaderParent, os.Getenv(proto.EnvCallID)}, {proto.HeaderSession, os.Getenv(proto.SessionEnv)}} {
-		if proto.ValidCallID(h[1]) {
-			req = append(req, h[0]+": "+h[1]+"\r\n"...)
-		}
+	for _, h := range runHints() {
+		req = append(req, h[0]+": "+h[1]+"\r\n"...)
 	}
 	req = append(req, "Content-Length: "...)
 	req = strconv.AppendInt(req, int64(len(body)), 10)

@@ -29,8 +29,9 @@ const maxMCPLine = 16 << 20
 // agent socket, so an MCP client needs no port and no network: the door
 // knows the agent from the socket, as for every other call.
 type MCPBridge struct {
-	hc  *http.Client
-	url string
+	hc    *http.Client
+	url   string
+	hints [][2]string // header name and value sent with every message (runHints)
 
 	mu      sync.Mutex // guards session and serialises writes to out
 	session string
@@ -38,9 +39,12 @@ type MCPBridge struct {
 }
 
 // NewMCPBridge talks to the door at /mcp on the agent socket at socket.
-func NewMCPBridge(socket string) *MCPBridge {
+// hints go with every message: the run the client belongs to (runHints),
+// so its calls land in the run's session, under its exec.
+func NewMCPBridge(socket string, hints [][2]string) *MCPBridge {
 	return &MCPBridge{
-		url: "http://toolgate/mcp",
+		url:   "http://toolgate/mcp",
+		hints: hints,
 		hc: &http.Client{Transport: &http.Transport{
 			Proxy: nil,
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -106,6 +110,9 @@ func (b *MCPBridge) relay(ctx context.Context, msg []byte) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	for _, h := range b.hints {
+		req.Header.Set(h[0], h[1])
+	}
 	b.mu.Lock()
 	if b.session != "" {
 		req.Header.Set("Mcp-Session-Id", b.session)
@@ -211,7 +218,7 @@ func cmdMCP(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: toolgate-client mcp (MCP over stdin/stdout, to the gateway's door)")
 		return 2
 	}
-	if err := NewMCPBridge(socketPath()).Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+	if err := NewMCPBridge(socketPath(), runHints()).Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintf(stderr, "toolgate-client mcp: %v\n", err)
 		return 1
 	}

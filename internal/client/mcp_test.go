@@ -13,18 +13,20 @@ import (
 
 	"github.com/toolgate/toolgate/internal/agentsock"
 	"github.com/toolgate/toolgate/internal/agentsock/sockettest"
+	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/mcp"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // mcpSession runs a bridge to a real MCP door on an agent socket; send
 // writes a line to the bridge, recv reads the next message it writes.
-func mcpSession(t *testing.T, socket string) (send func(string), recv func() map[string]any, done <-chan error) {
+func mcpSession(t *testing.T, socket string, hints [][2]string) (send func(string), recv func() map[string]any, done <-chan error) {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	errc := make(chan error, 1)
 	go func() {
-		errc <- NewMCPBridge(socket).Serve(context.Background(), inR, outW)
+		errc <- NewMCPBridge(socket, hints).Serve(context.Background(), inR, outW)
 		outW.Close()
 	}()
 	t.Cleanup(func() { inW.Close() })
@@ -61,9 +63,13 @@ func mcpSession(t *testing.T, socket string) (send func(string), recv func() map
 
 // The stdio bridge carries an MCP client's session to the door on the
 // agent socket: the door knows the agent from the socket, its tool calls
-// are decided and recorded like any other, and failures reach the client
-// as JSON-RPC errors instead of silence.
+// are decided and recorded like any other — in the session of the run the
+// client runs under, beneath its exec, naming the model's tool_use id the
+// client gave — and failures reach the client as JSON-RPC errors instead
+// of silence.
 func TestMCPBridge(t *testing.T) {
+	t.Setenv(proto.EnvCallID, "run-exec-1")
+	t.Setenv(proto.SessionEnv, "run-session-1")
 	env := sockettest.New(t, sockettest.Allowlist{"demo": {"echo"}})
 	door := mcp.New(env.GW, mcp.Options{})
 	env.Server.Handle("/mcp", door.Handler(mcp.AgentIdentity(func(r *http.Request) (string, bool) {
@@ -71,7 +77,7 @@ func TestMCPBridge(t *testing.T) {
 		return a, a != ""
 	})))
 	env.Serve(t, "demo")
-	send, recv, done := mcpSession(t, env.SocketPath("demo"))
+	send, recv, done := mcpSession(t, env.SocketPath("demo"), runHints())
 
 	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}}`)
 	if m := recv(); m["id"] != float64(1) || m["result"] == nil {
@@ -89,13 +95,20 @@ func TestMCPBridge(t *testing.T) {
 	if m["id"] != float64(2) || !strings.Contains(mustJSON(m), `"name":"echo"`) {
 		t.Fatalf("tools/list: %v", m)
 	}
-	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"argv":["through","the","door"]}}}`)
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"argv":["through","the","door"]},"_meta":{"claudecode/toolUseId":"toolu_01door"}}}`)
 	if m := recv(); m["id"] != float64(3) || !strings.Contains(mustJSON(m), "through the door") {
 		t.Fatalf("tools/call: %v", m)
 	}
 	var called bool
 	for _, e := range env.Entries(t) {
-		called = called || (e.Agent == "demo" && e.Tool == "echo" && e.Via == mcp.Via)
+		if e.Agent == "demo" && e.Tool == "echo" && e.Via == mcp.Via {
+			called = true
+			own, _ := e.Detail[mcp.DetailSession].(string)
+			if e.Session != "run-session-1" || e.Parent != "run-exec-1" || own == "" || e.Detail[gateway.DetailToolUseID] != "toolu_01door" {
+				t.Errorf("%s entry not in the run's session under its exec, with the tool_use id: session %q parent %q detail %v",
+					e.Phase, e.Session, e.Parent, e.Detail)
+			}
+		}
 	}
 	if !called {
 		t.Fatal("the call through the bridge is not in the audit log as the socket's agent via mcp")

@@ -2,13 +2,11 @@ package daemon
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // scriptedAnthropic is a fake Anthropic Messages API that drives a real
@@ -26,9 +23,12 @@ import (
 // …"); anything else gets plain text. Every request is kept, headers too.
 type scriptedAnthropic struct {
 	*httptest.Server
-	mu    sync.Mutex
-	reqs  []*http.Request
-	tools [][]string // the tool names each request offered
+	mu       sync.Mutex
+	reqs     []*http.Request
+	tools    [][]string          // the tool names each request offered
+	deferred [][]string          // those of them offered with defer_loading
+	schemas  []map[string]string // each request's tools' input schemas
+	toolUses []string            // the tool_use ids answered, in order
 }
 
 func newScriptedAnthropic(t *testing.T) *scriptedAnthropic {
@@ -79,7 +79,9 @@ func (f *scriptedAnthropic) serve(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Model string `json:"model"`
 		Tools []struct {
-			Name string `json:"name"`
+			Name         string          `json:"name"`
+			DeferLoading bool            `json:"defer_loading"`
+			InputSchema  json.RawMessage `json:"input_schema"`
 		} `json:"tools"`
 		Messages []struct {
 			Role    string          `json:"role"`
@@ -87,12 +89,17 @@ func (f *scriptedAnthropic) serve(w http.ResponseWriter, r *http.Request) {
 		} `json:"messages"`
 	}
 	_ = json.Unmarshal(body, &req)
-	var names []string
+	var names, deferred []string
+	schemas := map[string]string{}
 	for _, tool := range req.Tools {
 		names = append(names, tool.Name)
+		if tool.DeferLoading {
+			deferred = append(deferred, tool.Name)
+		}
+		schemas[tool.Name] = string(tool.InputSchema)
 	}
 	f.mu.Lock()
-	f.tools = append(f.tools, names)
+	f.tools, f.deferred, f.schemas = append(f.tools, names), append(f.deferred, deferred), append(f.schemas, schemas)
 	f.mu.Unlock()
 	text, command, toolName := "FAKE-OK", "", "Bash"
 	if n := len(req.Messages); n > 0 {
@@ -136,8 +143,12 @@ func (f *scriptedAnthropic) serve(w http.ResponseWriter, r *http.Request) {
 			args["description"] = "run the scripted command"
 		}
 		input, _ := json.Marshal(args)
+		f.mu.Lock()
+		id := fmt.Sprintf("toolu_fake%d", len(f.reqs))
+		f.toolUses = append(f.toolUses, id)
+		f.mu.Unlock()
 		sse("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
-			"content_block": map[string]any{"type": "tool_use", "id": fmt.Sprintf("toolu_fake%d", len(f.reqs)), "name": toolName, "input": map[string]any{}}})
+			"content_block": map[string]any{"type": "tool_use", "id": id, "name": toolName, "input": map[string]any{}}})
 		sse("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(input)}})
 		stop = "tool_use"
 	} else {
@@ -172,20 +183,9 @@ func TestClaudeCodeInSandbox(t *testing.T) {
         reason: the word forbidden is not for Bash
 `, servicePort))
 	a := e.agents[0]
-	toolgate, _ := testenv.Binaries(t)
 	claude := func(prompt string, extra ...string) (string, int) {
 		args := append([]string{"run", a, "-e", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}, extra...)
-		args = append(args, "--", "claude", "-p", "--model", "claude-sonnet-4-5", prompt)
-		cmd := exec.Command(toolgate, args...)
-		cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return string(out), ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return string(out), 0
+		return e.cli("", append(args, "--", "claude", "-p", "--model", "claude-sonnet-4-5", prompt)...)
 	}
 
 	o, code := claude("RUN:echo allowed-$((6*7)) > /workspace/out.txt && cat /workspace/out.txt && curl -fsS http://localhost:" + servicePort + "/ping")
@@ -286,36 +286,78 @@ func TestClaudeCodeInSandbox(t *testing.T) {
 }
 
 // TestClaudeCodeDoorOnly: with --door-only the real CLI is offered no
-// actuator of its own, only the MCP door's tools, and acts through them:
-// its exec is a call of the gateway's, decided and recorded via mcp.
+// actuator of its own, only the MCP door's tools — directly, in the
+// request's tools with their schemas, not deferred behind its ToolSearch —
+// and acts through them: its exec is a call of the gateway's, decided and
+// recorded via mcp, in the run's session beneath the model call that asked
+// for it, as `toolgate audit show --session` draws it.
 func TestClaudeCodeDoorOnly(t *testing.T) {
 	fake := newScriptedAnthropic(t)
 	e := modelAgent(t, "dooronly", "anthropic", claudeHostKey, fake.URL, "")
 	a := e.agents[0]
-	toolgate, _ := testenv.Binaries(t)
-	cmd := exec.Command(toolgate, "run", a, "--door-only", "-e", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "--",
+	const session = "door-only-run-1"
+	o, code := e.cli("", "run", a, "--door-only", "--session", session, "-e", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "--",
 		"claude", "-p", "--model", "claude-sonnet-4-5", "MCP:echo door-$((6*7)) > /workspace/door.txt && cat /workspace/door.txt")
-	cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
-	o, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(o), "RESULT:") || !strings.Contains(string(o), "door-42") {
-		t.Fatalf("door-only run: %v\n%s\ntools offered: %q", err, o, fake.tools)
+	if code != 0 || !strings.Contains(o, "RESULT:") || !strings.Contains(o, "door-42") {
+		t.Fatalf("door-only run: exit %d\n%s\ntools offered: %q", code, o, fake.tools)
 	}
 	if b, err := os.ReadFile(filepath.Join(e.home, "agents", a, "workspace", "door.txt")); err != nil || string(b) != "door-42\n" {
 		t.Fatalf("the door's exec did not run: %q %v", b, err)
 	}
 	fake.mu.Lock()
-	offered := fake.tools[len(fake.tools)-1]
+	offered, deferred, schemas, toolUses := fake.tools[0], fake.deferred[0], fake.schemas[0], append([]string(nil), fake.toolUses...)
 	fake.mu.Unlock()
 	for _, own := range []string{"Bash", "Write", "Edit", "Read", "NotebookEdit", "Agent"} {
 		if slices.Contains(offered, own) {
 			t.Errorf("door-only still offers %s: %q", own, offered)
 		}
 	}
-	var viaMCP bool
-	for _, en := range e.entries(audit.Filter{Agent: a, Tool: "exec"}) {
-		viaMCP = viaMCP || (en.Via == "mcp" && en.Decision == "allow" && strings.Contains(string(en.Args), "door-"))
+	// The first request already offers the door's tools themselves.
+	for _, door := range []string{"mcp__toolgate__exec", "mcp__toolgate__read", "mcp__toolgate__write", "mcp__toolgate__patch"} {
+		if !slices.Contains(offered, door) || slices.Contains(deferred, door) || !strings.Contains(schemas[door], `"properties"`) {
+			t.Errorf("%s not offered directly: offered %q, deferred %q, schema %s", door, offered, deferred, schemas[door])
+		}
 	}
-	if !viaMCP {
-		t.Error("no exec through the MCP door on the record")
+	if len(toolUses) != 1 {
+		t.Fatalf("the fake asked for %d tool calls: %q", len(toolUses), toolUses)
 	}
+
+	// The exec through the door is the run's: its session, under the model
+	// call that asked for it, which is under the run's exec.
+	var runID, modelID, doorID string
+	for _, en := range e.entries(audit.Filter{Agent: a}) {
+		switch {
+		case en.Type == gateway.KindCore && en.Via == gateway.ViaAdmin && en.Phase == gateway.PhaseDecision:
+			runID = en.ID
+		case en.Type == gateway.KindModel && en.Phase == gateway.PhaseResult && slices.Contains(strs(en.Detail[gateway.DetailToolUseIDs]), toolUses[0]):
+			modelID = en.ID
+		case en.Via == "mcp" && en.Tool == "exec" && en.Phase == gateway.PhaseDecision:
+			doorID = en.ID
+			if en.Decision != "allow" || en.Session != session || en.Parent == "" || en.Detail[gateway.DetailToolUseID] != toolUses[0] {
+				t.Errorf("the door's exec: %s, session %q (want %q), parent %q, tool_use id %v (want %s)",
+					en.Decision, en.Session, session, en.Parent, en.Detail[gateway.DetailToolUseID], toolUses[0])
+			}
+		}
+	}
+	if runID == "" || modelID == "" || doorID == "" {
+		t.Fatalf("run %q, model call %q, door exec %q: one is not on the record", runID, modelID, doorID)
+	}
+	show, code := e.cli("", "audit", "show", "--session", session)
+	tree := parseTree(show)
+	if code != 0 || tree[doorID].parent != modelID || tree[modelID].parent != runID || tree[doorID].agent != a {
+		t.Fatalf("audit show --session: exit %d; door exec under %q (want the model call %s), model call under %q (want the run %s):\n%s",
+			code, tree[doorID].parent, modelID, tree[modelID].parent, runID, show)
+	}
+}
+
+// strs is a JSON list of strings as decoded into an entry's detail.
+func strs(v any) []string {
+	l, _ := v.([]any)
+	var out []string
+	for _, x := range l {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }

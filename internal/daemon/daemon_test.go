@@ -159,6 +159,24 @@ func (e *env) launch() {
 	}
 }
 
+// cli runs the toolgate command on e's home with stdin; it returns the
+// command's output (stdout and stderr) and exit status.
+func (e *env) cli(stdin string, args ...string) (string, int) {
+	e.t.Helper()
+	toolgate, _ := testenv.Binaries(e.t)
+	cmd := exec.Command(toolgate, args...)
+	cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+	cmd.Stdin = strings.NewReader(stdin)
+	outb, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(outb), ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(outb), 0
+}
+
 func (e *env) call(agent, tool string, args any) (*gateway.Result, error) {
 	return e.c.Call(context.Background(), agent, tool, args, nil, nil)
 }
@@ -528,21 +546,7 @@ func TestDockerUnavailable(t *testing.T) {
 func TestCLI(t *testing.T) {
 	e := newEnv(t, "cli")
 	a := e.agents[0]
-	toolgate, _ := testenv.Binaries(t)
-	run := func(stdin string, args ...string) (string, int) {
-		cmd := exec.Command(toolgate, args...)
-		cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
-		cmd.Stdin = strings.NewReader(stdin)
-		outb, err := cmd.CombinedOutput()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return string(outb), code
-	}
+	run := e.cli
 	if o, code := run("", "exec", a, "--", "sh", "-c", "echo hi; exit 3"); o != "hi\n" || code != 3 {
 		t.Fatalf("exec: %q exit %d", o, code)
 	}

@@ -111,27 +111,34 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 	return s
 }
 
+// dashboardEnv is a daemon listening on TCP (the dashboard, the admin API)
+// whose agents may call the builtin echo, and a viewer token.
+func dashboardEnv(t *testing.T, agents ...string) (e *env, addr, viewer string) {
+	t.Helper()
+	addr = freePort(t)
+	e = newEnvWith(t, envExtra{
+		Gateway:   "  listen: " + addr + "\n",
+		Top:       "plugins:\n  echo: {kind: builtin, builtin: toolgate-echo}\n",
+		AgentKeys: "    tools: [echo]\n",
+	}, agents...)
+	store, err := auth.OpenStore(filepath.Join(e.home, auth.StoreFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if viewer, _, err = store.Create(auth.ScopeViewer, "", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	return e, addr, viewer
+}
+
 // TestDashboardInBrowser drives the dashboard in a real Chromium: a viewer
 // logs in by pasting a token, sees a call made during the test arrive in
 // the live feed without a reload, opens its session as a tree and the
 // call's entry; and a viewer token is refused on every route that changes
 // something or calls a tool.
 func TestDashboardInBrowser(t *testing.T) {
-	addr := freePort(t)
-	e := newEnvWith(t, envExtra{
-		Gateway:   "  listen: " + addr + "\n",
-		Top:       "plugins:\n  echo: {kind: builtin, builtin: toolgate-echo}\n",
-		AgentKeys: "    tools: [echo]\n",
-	}, "dash")
+	e, addr, viewer := dashboardEnv(t, "dash")
 	a := e.agents[0]
-	store, err := auth.OpenStore(filepath.Join(e.home, auth.StoreFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	viewer, _, err := store.Create(auth.ScopeViewer, "", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
 	base := "http://" + addr
 	// A denial, so the denials and policy pages have something to show.
 	_, _ = e.call(a, "exec", map[string]any{"command": "rm -rf /tmp/x"})

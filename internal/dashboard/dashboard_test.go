@@ -49,34 +49,37 @@ func FuzzSafeNext(f *testing.F) {
 	})
 }
 
-// TestTreeByParent: calls hang under their parent in log order; a parent
-// outside the session or a cycle of parents leaves a call at the root.
+// TestTreeByParent: the session page draws calltree's trees, one per
+// agent: calls under their parent with all their entries; another agent's
+// call naming a call of this session stays in its own agent's tree.
 func TestTreeByParent(t *testing.T) {
-	hit := func(seq int64, id, parent, phase string) auditindex.Hit {
-		return auditindex.Hit{Seq: seq, Entry: &gateway.Entry{ID: id, Parent: parent, Phase: phase, Decision: "allow"}}
+	hit := func(seq int64, agent, id, parent, phase string) auditindex.Hit {
+		return auditindex.Hit{Seq: seq, Entry: &gateway.Entry{Agent: agent, ID: id, Parent: parent, Phase: phase, Decision: "allow"}}
 	}
-	roots := tree([]auditindex.Hit{
-		hit(1, "model", "", "decision"),
-		hit(2, "exec", "model", "decision"),
-		hit(3, "echo", "exec", "decision"),
-		hit(4, "echo", "exec", "result"),
-		hit(5, "exec", "model", "result"),
-		hit(6, "orphan", "elsewhere", "decision"),
-		hit(7, "x", "y", "decision"),
-		hit(8, "y", "x", "decision"),
+	got := trees([]auditindex.Hit{
+		hit(1, "a", "model", "", "decision"),
+		hit(2, "a", "exec", "model", "decision"),
+		hit(3, "a", "echo", "exec", "decision"),
+		hit(4, "b", "graft", "exec", "decision"),
+		hit(5, "a", "echo", "exec", "result"),
+		hit(6, "a", "exec", "model", "result"),
+		hit(7, "a", "orphan", "elsewhere", "decision"),
 	})
-	var got []string
+	var shape []string
 	var walk func(ns []*node, depth int)
 	walk = func(ns []*node, depth int) {
 		for _, n := range ns {
-			got = append(got, strings.Repeat(">", depth)+n.ID+":"+string(rune('0'+len(n.Entries))))
+			shape = append(shape, strings.Repeat(">", depth)+n.ID+":"+string(rune('0'+len(n.Entries))))
 			walk(n.Kids, depth+1)
 		}
 	}
-	walk(roots, 0)
-	want := "model:1 >exec:2 >>echo:2 orphan:1 x:1 y:1"
-	if strings.Join(got, " ") != want {
-		t.Fatalf("tree = %v, want %s", got, want)
+	for _, tr := range got {
+		shape = append(shape, tr.Agent+"/"+string(rune('0'+tr.Calls)))
+		walk(tr.Roots, 0)
+	}
+	want := "a/4 model:1 >exec:2 >>echo:2 orphan:1 b/1 graft:1"
+	if strings.Join(shape, " ") != want {
+		t.Fatalf("trees = %v, want %s", shape, want)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/auditindex"
 	"github.com/toolgate/toolgate/internal/auth"
+	"github.com/toolgate/toolgate/internal/calltree"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/textsafe"
 )
@@ -187,72 +188,69 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request) {
 // node is one call of a session tree: its entries (decision, result) and
 // the calls it caused.
 type node struct {
-	ID       string
-	Entries  []row
-	Kids     []*node
-	Decision string
+	ID      string
+	Entries []row
+	Kids    []*node
+}
+
+// agentTree is one agent's calls in a session (calltree.Tree).
+type agentTree struct {
+	Agent         string
+	Roots         []*node
+	Calls, Denied int
 }
 
 func (d *Dashboard) session(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	data := map[string]any{"Session": id}
+	id, agent := r.PathValue("id"), r.URL.Query().Get("agent")
+	data := map[string]any{"Session": id, "Agent": agent, "Max": maxSession}
 	if d.opts.Index == nil {
 		data["Error"] = errNoIndex.Error()
 		d.render(w, r, "session", data)
 		return
 	}
-	hits, err := d.opts.Index.Find(auditindex.Query{Session: id, Limit: maxSession})
+	// A session is one agent's: each agent's part is asked for apart.
+	agents := []string{agent}
+	var err error
+	if agent == "" {
+		agents, err = d.opts.Index.SessionAgents(id)
+	}
+	var hits []auditindex.Hit
+	truncated := false
+	for _, a := range agents {
+		if err != nil {
+			break
+		}
+		var h []auditindex.Hit
+		h, err = d.opts.Index.Find(auditindex.Query{Session: id, Agent: a, Limit: maxSession})
+		hits, truncated = append(hits, h...), truncated || len(h) == maxSession
+	}
 	if err != nil {
 		data["Error"] = err.Error()
 	}
-	data["Roots"], data["Count"], data["Truncated"] = tree(hits), len(hits), len(hits) == maxSession
+	data["Trees"], data["Count"], data["Truncated"] = trees(hits), len(hits), truncated
 	d.render(w, r, "session", data)
 }
 
-// tree links a session's calls by parent, in log order: a call whose parent
-// is not in the session is a root.
-func tree(hits []auditindex.Hit) []*node {
-	byID := map[string]*node{}
-	var order []*node
-	parent := map[string]string{}
-	for _, h := range hits {
-		n := byID[h.Entry.ID]
-		if n == nil {
-			n = &node{ID: h.Entry.ID}
-			byID[h.Entry.ID] = n
-			order = append(order, n)
-		}
-		n.Entries = append(n.Entries, rowOf(h))
-		if h.Entry.Phase != gateway.PhaseResult || n.Decision == "" {
-			n.Decision = h.Entry.Decision
-		}
-		if h.Entry.Parent != "" && h.Entry.Parent != h.Entry.ID {
-			parent[h.Entry.ID] = h.Entry.Parent
-		}
+// trees is a session's calls as calltree draws them: one tree per agent,
+// each call under the call that caused it.
+func trees(hits []auditindex.Hit) []agentTree {
+	var out []agentTree
+	for _, t := range calltree.Build(hits, func(h auditindex.Hit) *gateway.Entry { return h.Entry }) {
+		out = append(out, agentTree{Agent: t.Agent, Roots: nodes(t.Roots), Calls: t.Calls, Denied: t.Denied})
 	}
-	var roots []*node
-	for _, n := range order {
-		p := byID[parent[n.ID]]
-		if p == nil || loops(parent, n.ID) {
-			roots = append(roots, n)
-			continue
-		}
-		p.Kids = append(p.Kids, n)
-	}
-	return roots
+	return out
 }
 
-// loops reports a parent chain that comes back to id (recorded parents
-// come from requests; a cycle must not hide its calls).
-func loops(parent map[string]string, id string) bool {
-	seen := map[string]bool{id: true}
-	for p := parent[id]; p != ""; p = parent[p] {
-		if seen[p] {
-			return true
+func nodes(cs []*calltree.Call[auditindex.Hit]) []*node {
+	out := make([]*node, len(cs))
+	for i, c := range cs {
+		n := &node{ID: c.First().ID, Kids: nodes(c.Kids)}
+		for _, h := range c.Items {
+			n.Entries = append(n.Entries, rowOf(h))
 		}
-		seen[p] = true
+		out[i] = n
 	}
-	return false
+	return out
 }
 
 // checked is one entry of a call with its place in the chain.
@@ -264,6 +262,9 @@ type checked struct {
 	Link   string // likewise for the link to the line before it
 	Prev   int64
 	Parent string
+	// Unlinked is a parent hint that names another agent's call: shown,
+	// not linked (a session is one agent's; docs/security.md).
+	Unlinked string
 }
 
 func (d *Dashboard) entry(w http.ResponseWriter, r *http.Request) {
@@ -281,6 +282,11 @@ func (d *Dashboard) entry(w http.ResponseWriter, r *http.Request) {
 	var out []checked
 	for _, h := range hits {
 		c := checked{Seq: h.Seq, Entry: h.Entry, Parent: h.Entry.Parent}
+		if c.Parent != "" {
+			if up, err := d.opts.Index.Find(auditindex.Query{ID: c.Parent, Limit: 1}); err == nil && len(up) > 0 && up[0].Entry.Agent != h.Entry.Agent {
+				c.Parent, c.Unlinked = "", h.Entry.Parent
+			}
+		}
 		b, _ := json.MarshalIndent(h.Entry, "", "  ")
 		c.JSON = string(textsafe.JSON(b))
 		if _, err := audit.CheckLine(h.Line); err != nil {

@@ -15,6 +15,15 @@ const (
 	PhaseAsk = "ask"
 )
 
+// Detail keys that tie a call to the model call that asked for it: a model
+// call's result lists the tool_use ids its answer emitted; a hook, MCP or
+// transcript entry names the tool_use id it carries out (a hint from the
+// agent, like a parent).
+const (
+	DetailToolUseIDs = "toolUseIds"
+	DetailToolUseID  = "tool_use_id"
+)
+
 // Entry is one audit line. Field order is the order on disk; Prev and Hash are
 // filled by the audit writer, which owns the chain.
 type Entry struct {

@@ -83,6 +83,7 @@ type Gateway struct {
 	opts     Options
 	state    atomic.Pointer[Snapshot]
 	refusals *refusals
+	links    links    // the agent of each recent call, for parent hints
 	stats    sync.Map // agent name → *AgentStats
 
 	mu       sync.Mutex // guards inflight and idle
@@ -127,6 +128,8 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 	snap := g.state.Load()
 	start := time.Now()
 	call.ID = NewID()
+	g.links.unlink(call.Agent, &call.Parent, &call.Detail)
+	g.links.remember(call.ID, call.Agent)
 	if s, ok := g.opts.Observer.(CallStarter); ok {
 		s.StartCall(CallStats{ID: call.ID, Agent: call.Agent, Kind: call.Kind, Tool: call.Tool, Parent: call.Parent,
 			Session: call.Session, Via: call.Via, Start: start, Detail: call.Detail})

@@ -76,6 +76,8 @@ func (g *Gateway) Observe(o *Observation) (string, error) {
 	if id == "" {
 		id = NewID()
 	}
+	parent, detail := o.Parent, o.Detail
+	g.links.unlink(o.Agent, &parent, &detail)
 	e := g.bounded(&Entry{
 		TS:         time.Now().UTC(),
 		ID:         id,
@@ -90,8 +92,8 @@ func (g *Gateway) Observe(o *Observation) (string, error) {
 		ExitCode:   o.ExitCode,
 		Error:      o.Error,
 		Session:    o.Session,
-		Parent:     o.Parent,
-		Detail:     o.Detail,
+		Parent:     parent,
+		Detail:     detail,
 	})
 	if err := g.opts.Audit.Append(e); err != nil {
 		return "", fmt.Errorf("%w: %v", ErrAuditUnavailable, err)
@@ -123,6 +125,7 @@ func (g *Gateway) Refuse(source string, call *Call, dec Decision) error {
 	if call.ID == "" {
 		call.ID = NewID()
 	}
+	g.links.unlink(call.Agent, &call.Parent, &call.Detail)
 	dec.Allow = false
 	e := g.entry(call, nil, dec)
 	alone, coalescedID := g.refusals.admit(source, e, g.flushRefusals)

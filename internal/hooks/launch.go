@@ -89,6 +89,13 @@ const DoorServer = "toolgate"
 // `client mcp` (stdio) over the agent socket. Flags take the --flag=value
 // form: claude's list flags are variadic and would otherwise swallow a
 // prompt that follows them.
+//
+// The door's tools are offered to the model directly: Claude Code (2.1.328
+// measured) otherwise defers every MCP server's tools behind its ToolSearch
+// tool and tells the model that a deferred tool fails until it is loaded,
+// though these are its only actuators. The server's alwaysLoad does that
+// for this server alone (the API's defer_loading: false), where the
+// ENABLE_TOOL_SEARCH=false variable would change the whole process.
 func DoorOnly(argv []string, client string) ([]string, error) {
 	at := ClaudeAt(argv)
 	if at < 0 {
@@ -104,7 +111,7 @@ func DoorOnly(argv []string, client string) ([]string, error) {
 		}
 	}
 	cfg, err := json.Marshal(map[string]any{"mcpServers": map[string]any{
-		DoorServer: map[string]any{"type": "stdio", "command": client, "args": []string{"mcp"}},
+		DoorServer: map[string]any{"type": "stdio", "command": client, "args": []string{"mcp"}, "alwaysLoad": true},
 	}})
 	if err != nil {
 		return nil, err

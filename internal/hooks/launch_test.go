@@ -74,12 +74,13 @@ func TestDoorOnly(t *testing.T) {
 		MCPServers map[string]struct {
 			Type, Command string
 			Args          []string
+			AlwaysLoad    bool
 		} `json:"mcpServers"`
 	}
 	if !ok || json.Unmarshal([]byte(cfg), &mc) != nil || len(mc.MCPServers) != 1 {
 		t.Fatalf("mcp config %q", out[4])
 	}
-	if s := mc.MCPServers[DoorServer]; s.Type != "stdio" || s.Command != "/tools/toolgate-client" || !slices.Equal(s.Args, []string{"mcp"}) {
+	if s := mc.MCPServers[DoorServer]; s.Type != "stdio" || s.Command != "/tools/toolgate-client" || !slices.Equal(s.Args, []string{"mcp"}) || !s.AlwaysLoad {
 		t.Errorf("door server %+v", s)
 	}
 	if out[5] != "--strict-mcp-config" {

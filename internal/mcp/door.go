@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -24,8 +25,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolgate/toolgate/internal/agentsock"
 	"github.com/toolgate/toolgate/internal/auth"
 	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/wire"
 )
 
@@ -505,11 +508,39 @@ func (d *Door) callTool(agent string) sdk.ToolHandler {
 			args = json.RawMessage("{}")
 		}
 		call := &gateway.Call{Agent: agent, Tool: req.Params.Name, Args: args, Via: Via}
-		if req.Session != nil {
-			call.Session = req.Session.ID()
-		}
+		correlate(call, req)
 		res, err := d.gw.Handle(ctx, call, nil)
 		return toResult(call, res, err), nil
+	}
+}
+
+// MetaToolUseID is where Claude Code names, in a tools/call's _meta, the
+// model's tool_use id the call carries out.
+const MetaToolUseID = "claudecode/toolUseId"
+
+// DetailSession is the detail key of the MCP session of a call linked to
+// a run's session instead.
+const DetailSession = "mcp_session_id"
+
+// correlate sets the hints that place a call in its session's tree: the
+// MCP session; or, when the client runs under toolgate run (the in-sandbox
+// bridge sends the run's exec and session, agentsock.RunHints), the run's
+// session and its exec as parent, the MCP session kept in detail; and the
+// model's tool_use id the client names, which puts the call under the
+// model call that asked for it (internal/calltree).
+func correlate(call *gateway.Call, req *sdk.CallToolRequest) {
+	if req.Session != nil {
+		call.Session = req.Session.ID()
+	}
+	if req.Extra != nil {
+		agentsock.RunHints(req.Extra.Header, call, DetailSession)
+	}
+	if id, ok := req.Params.Meta[MetaToolUseID].(string); ok && proto.ValidCallID(id) {
+		call.Detail = maps.Clone(call.Detail)
+		if call.Detail == nil {
+			call.Detail = map[string]any{}
+		}
+		call.Detail[gateway.DetailToolUseID] = id
 	}
 }
 
@@ -534,9 +565,7 @@ func (d *Door) refuseUnoffered(idd *identityDoor) sdk.Middleware {
 			if t, ok := d.gw.Snapshot().Tools[r.Params.Name]; ok {
 				call.Kind = t.Kind()
 			}
-			if r.Session != nil {
-				call.Session = r.Session.ID()
-			}
+			correlate(call, r)
 			reason := fmt.Sprintf("tool %q is not offered to this identity over MCP", r.Params.Name)
 			err := d.gw.Refuse(idd.id.Agent, call, gateway.Decision{Rule: "mcp.unoffered", Reason: reason})
 			return toResult(call, nil, err), nil

@@ -425,7 +425,7 @@ func (t *Tool) record(d map[string]any, call *gateway.Call, p *provider, ex *exc
 		d["stopReason"] = out.StopReason
 	}
 	if len(out.ToolUseIDs) > 0 {
-		d["toolUseIds"] = out.ToolUseIDs
+		d[gateway.DetailToolUseIDs] = out.ToolUseIDs
 	}
 	if !ex.endpoint.Generates() || status >= 300 {
 		return

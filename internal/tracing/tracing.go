@@ -175,7 +175,7 @@ func (t *Tracer) ObserveCall(c gateway.CallStats) {
 	}
 	if c.Kind == gateway.KindModel {
 		// The tool calls this answer asked for come next, naming its tool_use ids.
-		for _, id := range strs(c.Detail["toolUseIds"]) {
+		for _, id := range strs(c.Detail[gateway.DetailToolUseIDs]) {
 			t.remember(id, place{agent: c.Agent, self: p.self, toolUse: true})
 		}
 	}

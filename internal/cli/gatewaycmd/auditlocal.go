@@ -133,11 +133,14 @@ func scanFiles(dir string, q auditquery.Query) ([]auditquery.Hit, error) {
 	return hits, err
 }
 
-// ShowSession prints a session's calls as a tree.
-func (local) ShowSession(cmd *cobra.Command, g *cli.Globals, session string) error {
-	entries, err := sessionEntries(cmd, g, session)
+// ShowSession prints a session's calls as trees, one per agent.
+func (local) ShowSession(cmd *cobra.Command, g *cli.Globals, session, agent string) error {
+	entries, err := sessionEntries(cmd, g, session, agent)
 	if err != nil {
 		return err
+	}
+	if len(entries) == 0 && agent != "" {
+		return errors.New("no audit entry of agent " + agent + " with session " + session)
 	}
 	if len(entries) == 0 {
 		return errors.New("no audit entry with session " + session)

@@ -80,7 +80,14 @@ func TestAuditQuery(t *testing.T) {
 			t.Errorf("%v accepted", bad)
 		}
 	}
-	if out, err := run("--session", "S", "--limit", "100"); err != nil || lines(out) != 30 {
+	if out, err := run("--limit", "100"); err != nil || lines(out) != 30 {
 		t.Errorf("after bad queries the index still has every entry: %v (%d lines)", err, lines(out))
+	}
+	// A session is one agent's: S, which both agents' entries name, is asked for with its agent.
+	if out, err := run("--session", "S"); err == nil || !strings.Contains(err.Error(), "session S has entries of 2 agents (demo, other)") {
+		t.Errorf("a session of two agents without --agent: %v\n%s", err, out)
+	}
+	if out, err := run("--session", "S", "--agent", "demo", "--limit", "100"); err != nil || lines(out) != 15 {
+		t.Errorf("demo's session S: %v (%d lines)", err, lines(out))
 	}
 }

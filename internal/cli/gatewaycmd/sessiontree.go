@@ -7,16 +7,19 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/auditindex"
+	"github.com/toolgate/toolgate/internal/calltree"
 	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/gateway"
 	"github.com/toolgate/toolgate/internal/textsafe"
 )
 
-// sessionEntries returns every entry of a session, oldest first: from the
-// running gateway's index, else from the index (or the log) here.
-func sessionEntries(cmd *cobra.Command, g *cli.Globals, session string) ([]*gateway.Entry, error) {
+// sessionEntries returns every entry of a session (of agent alone when
+// given), oldest first: from the running gateway's index, else from the
+// index (or the log) here. Without an agent it asks for every agent's
+// entries on purpose: the tree keeps each agent's apart.
+func sessionEntries(cmd *cobra.Command, g *cli.Globals, session, agent string) ([]*gateway.Entry, error) {
 	var out []*gateway.Entry
-	q := auditindex.Query{Session: session, Limit: auditindex.MaxLimit}
+	q := auditindex.Query{Session: session, Agent: agent, AllAgents: agent == "", Limit: auditindex.MaxLimit}
 	for {
 		hits, err := cli.FindAudit(cmd, g, local{}, q)
 		if err != nil {
@@ -32,74 +35,39 @@ func sessionEntries(cmd *cobra.Command, g *cli.Globals, session string) ([]*gate
 	}
 }
 
-// sessionCall is one call of a session: its entries and what it caused.
-type sessionCall struct {
-	first    *gateway.Entry // its first entry (decision, ask or observation)
-	last     *gateway.Entry // its last (the result, when it has one)
-	children []*sessionCall
-}
+type sessionCall = calltree.Call[*gateway.Entry]
 
-// printSessionTree prints a session's calls as a tree: a call under the
-// call that caused it — by parent, a call id (the run's exec for what its
-// process tree did) or a tool_use id that a model call's answer listed
-// (detail.toolUseIds) — in the order they began.
+// printSessionTree prints a session's calls as trees (calltree.Build): one
+// per agent whose calls name the session, each call under the call that
+// caused it, in the order they began.
 func printSessionTree(w io.Writer, session string, entries []*gateway.Entry) {
-	calls := map[string]*sessionCall{}
-	var order []*sessionCall
-	toolUse := map[string]*sessionCall{} // tool_use id → the model call that emitted it
-	for _, e := range entries {
-		c := calls[e.ID]
-		if c == nil {
-			c = &sessionCall{first: e}
-			calls[e.ID] = c
-			order = append(order, c)
-		}
-		c.last = e
-		if ids, ok := e.Detail["toolUseIds"].([]any); ok {
-			for _, id := range ids {
-				if s, ok := id.(string); ok {
-					toolUse[s] = c
-				}
-			}
-		}
+	trees := calltree.Build(entries, func(e *gateway.Entry) *gateway.Entry { return e })
+	if len(trees) > 1 {
+		fmt.Fprintf(w, "calls of %d agents name session %s: a session is one agent's, so each agent's calls are a tree of their own\n",
+			len(trees), textsafe.Line(session))
 	}
-	var roots []*sessionCall
-	for _, c := range order {
-		p := c.first.Parent
-		parent := calls[p]
-		if parent == nil {
-			parent = toolUse[p]
-		}
-		if parent == nil || parent == c {
-			roots = append(roots, c)
-			continue
-		}
-		parent.children = append(parent.children, c)
-	}
-	denied := 0
-	for _, c := range order {
-		if c.last.Decision == "deny" {
-			denied++
-		}
-	}
-	fmt.Fprintf(w, "session %s: %d calls, %d denied\n", textsafe.Line(session), len(order), denied)
 	var walk func(cs []*sessionCall, depth int)
 	walk = func(cs []*sessionCall, depth int) {
 		for _, c := range cs {
 			fmt.Fprintf(w, "%s%s\n", strings.Repeat("  ", depth+1), sessionLine(c))
-			walk(c.children, depth+1)
+			walk(c.Kids, depth+1)
 		}
 	}
-	walk(roots, 0)
+	for _, t := range trees {
+		fmt.Fprintf(w, "session %s of agent %s: %d calls, %d denied\n", textsafe.Line(session), textsafe.Line(cli.OrDash(t.Agent)), t.Calls, t.Denied)
+		walk(t.Roots, 0)
+	}
 }
 
-// sessionLine is one call in a line: what it was, how it was decided, how
-// it ended. What a request carried (tool names, arguments, reasons quoting
-// them) is rendered by textsafe, so no call can draw a line of its own.
+// sessionLine is one call in a line: when, whose, what it was, how it was
+// decided, how it ended. What a request carried (tool names, arguments,
+// reasons quoting them) is rendered by textsafe, so no call can draw a line
+// of its own.
 func sessionLine(c *sessionCall) string {
-	e, r := c.first, c.last
+	e, r := c.First(), c.Last()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s %s %s", e.TS.Local().Format("15:04:05.000"), e.Type, textsafe.Line(e.Tool), textsafe.Line(r.Decision))
+	fmt.Fprintf(&b, "%s %s %s %s %s", e.TS.Local().Format("15:04:05.000"), textsafe.Line(cli.OrDash(e.Agent)), e.Type,
+		textsafe.Line(e.Tool), textsafe.Line(r.Decision))
 	if r.Rule != "" && r.Decision != "allow" {
 		fmt.Fprintf(&b, " [%s] %s", textsafe.Line(r.Rule), textsafe.Line(r.Reason))
 	}

@@ -236,25 +236,11 @@ func withPeer(r *http.Request, call *gateway.Call) {
 	withRun(r, call)
 }
 
-// withRun links a hook call to the run it happened in: the gate and tap
-// send the exec call and session they run under (toolgate run's). The
-// session becomes the call's, with Claude Code's own session id kept in
-// detail; the exec becomes its parent. Hints, checked for shape only.
+// withRun links a hook call to the run it happened in (the gate and tap
+// send the exec call and session they run under, toolgate run's), Claude
+// Code's own session id kept in detail.
 func withRun(r *http.Request, call *gateway.Call) {
-	if p := r.Header.Get(proto.HeaderParent); proto.ValidCallID(p) && call.Parent == "" {
-		call.Parent = p
-	}
-	s := r.Header.Get(proto.HeaderSession)
-	if !proto.ValidCallID(s) || s == call.Session {
-		return
-	}
-	if call.Session != "" {
-		if call.Detail == nil {
-			call.Detail = map[string]any{}
-		}
-		call.Detail["claude_session_id"] = call.Session
-	}
-	call.Session = s
+	agentsock.RunHints(r.Header, call, "claude_session_id")
 }
 
 // postToolUse is the tap: one audit entry per event id, whatever the number
