@@ -163,7 +163,11 @@ func TestSpanTree(t *testing.T) {
 	var answer struct {
 		Content []struct{ Type, ID, Name string }
 	}
+	// Read to the end, as the agent loop does: the answer ends once its
+	// result (with the tool_use ids) is recorded. Closed early, the door
+	// reads on for the usage and records it later, after the tool call below.
 	err = json.NewDecoder(resp.Body).Decode(&answer)
+	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("model answer %d: %v", resp.StatusCode, err)
