@@ -192,15 +192,15 @@ bench_row() {
   row "$1" "$res" "${nums:-no benchmark output}"
 }
 echo "running the fault tests of the other fixes" >&2
-gotest_row "Engine lost, sandbox running" ./internal/sandbox/docker TestEngineLostIsNotAStoppedSandbox
-gotest_row "audit disk full (ENOSPC) recovers" ./internal/audit TestDiskFullRecovers
-gotest_row "second daemon on the same home" ./internal/daemon TestSecondDaemonTouchesNothing
-gotest_row "MCP session flood: memory bounded" ./internal/mcp 'TestSessionMemoryBounded|TestSessionCapPerIdentity'
-gotest_row "401 flood from one source: coalesced" ./internal/adminapi TestRefusalFloodFromOneSource
-bench_row "valid call during a bad-token flood" ./internal/adminapi CallDuringRefusalFlood 200x
+gotest_row "Engine lost, sandbox running" ./internal/host/sandbox/docker TestEngineLostIsNotAStoppedSandbox
+gotest_row "audit disk full (ENOSPC) recovers" ./internal/host/audit TestDiskFullRecovers
+gotest_row "second daemon on the same home" ./internal/host/daemon TestSecondDaemonTouchesNothing
+gotest_row "MCP session flood: memory bounded" ./internal/host/door/mcp 'TestSessionMemoryBounded|TestSessionCapPerIdentity'
+gotest_row "401 flood from one source: coalesced" ./internal/host/door/adminapi TestRefusalFloodFromOneSource
+bench_row "valid call during a bad-token flood" ./internal/host/door/adminapi CallDuringRefusalFlood 200x
 if [ -x "${TOOLGATE_CLAUDE:-}" ] || [ -x "$HOME/.cache/toolgate-claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude" ]; then
   export TOOLGATE_CLAUDE=${TOOLGATE_CLAUDE:-$HOME/.cache/toolgate-claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude}
-  gotest_row "Claude Code disableAllHooks keeps the gate" ./internal/daemon 'TestClaudeCodeGateTheAgentCannotSwitchOff|TestClaudeCodeInSandboxKeepsItsGate'
+  gotest_row "Claude Code disableAllHooks keeps the gate" ./internal/host/daemon 'TestClaudeCodeGateTheAgentCannotSwitchOff|TestClaudeCodeInSandboxKeepsItsGate'
 else
   row "Claude Code disableAllHooks keeps the gate" SKIP "no Claude Code CLI (scripts/test.sh installs it)"
 fi

@@ -57,14 +57,14 @@ build() {
   CGO_ENABLED=0 go build -o bin/toolgate-cli ./cmd/toolgate-cli
   go build -o bin/toolgate-gateway ./cmd/toolgate-gateway
   CGO_ENABLED=0 go build -o bin/toolgate-client ./cmd/toolgate-client
-  sh internal/launcher/c/build.sh front bin/toolgate
-  sh internal/launcher/c/build.sh launch bin/toolgate-launch
+  sh internal/guest/launcher/c/build.sh front bin/toolgate
+  sh internal/guest/launcher/c/build.sh launch bin/toolgate-launch
 }
 
 # k8s_up builds the single-node Kubernetes cluster of scripts/kubernetes
 # (once: its binaries are cached under /tmp keyed by the version), starts
 # it, tears it down when the calling script exits, and exports
-# TOOLGATE_K8S_DIR so the backend's tests (internal/sandbox/kube) run
+# TOOLGATE_K8S_DIR so the backend's tests (internal/host/sandbox/kube) run
 # against it; TOOLGATE_REQUIRE_K8S=1 makes them fail, not skip, without it.
 k8s_up() {
   local kv=v1.35.4

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 ensure_packages docker.io busybox-static make patch xz-utils bzip2 iproute2 git mmdebstrap chromium postgresql bc curl openssl python3
 # The launcher is C: musl-gcc builds it, clang's libFuzzer fuzzes its
-# response reader (internal/launcher).
+# response reader (internal/guest/launcher).
 ensure_packages musl-tools clang-14 libclang-rt-14-dev
 # The agent images take their CLIs from npm (any Node.js install will do).
 command -v npm >/dev/null || ensure_packages npm

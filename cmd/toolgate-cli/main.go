@@ -5,7 +5,7 @@
 //go:debug updatemaxprocs=0
 
 // Command toolgate-cli is the CLI; the commands live in internal/cli.
-// People run it as toolgate, the C front (internal/launcher), which makes
+// People run it as toolgate, the C front (internal/guest/launcher), which makes
 // most execs itself and hands it every other command line. The commands
 // that run the gateway's own code (serve, policy, audit …) it hands in
 // turn to toolgate-gateway, installed beside it.

@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"github.com/toolgate/toolgate/internal/client"
+	"github.com/toolgate/toolgate/internal/guest"
 )
 
-func main() { os.Exit(client.MultiCall(os.Args)) }
+func main() { os.Exit(guest.MultiCall(os.Args)) }

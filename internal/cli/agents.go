@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/textsafe"
+	"github.com/toolgate/toolgate/internal/lib/textsafe"
 )
 
 func newAgentsCmd(g *Globals) *cobra.Command {

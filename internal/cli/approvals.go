@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/adminclient"
-	"github.com/toolgate/toolgate/internal/approval"
-	"github.com/toolgate/toolgate/internal/textsafe"
+	"github.com/toolgate/toolgate/internal/cli/adminclient"
+	"github.com/toolgate/toolgate/internal/host/approval"
+	"github.com/toolgate/toolgate/internal/lib/textsafe"
 )
 
 func newApprovalsCmd(g *Globals) *cobra.Command {

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/adminclient"
-	"github.com/toolgate/toolgate/internal/auditquery"
-	"github.com/toolgate/toolgate/internal/textsafe"
+	"github.com/toolgate/toolgate/internal/cli/adminclient"
+	"github.com/toolgate/toolgate/internal/lib/textsafe"
+	"github.com/toolgate/toolgate/internal/proto/auditquery"
 )
 
 // AuditLocal is what the audit commands do without a gateway to ask, and

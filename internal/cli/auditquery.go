@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/auditquery"
-	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/textsafe"
+	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/lib/textsafe"
+	"github.com/toolgate/toolgate/internal/proto/auditquery"
 )
 
 func newAuditQueryCmd(g *Globals, local AuditLocal) *cobra.Command {

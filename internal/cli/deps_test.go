@@ -18,14 +18,14 @@ var toolgateLinks = []string{
 	"github.com/spf13/cobra",
 	"github.com/spf13/pflag",
 	"github.com/toolgate/toolgate/cmd/toolgate-cli",
-	"github.com/toolgate/toolgate/internal/adminclient",
-	"github.com/toolgate/toolgate/internal/approval",
-	"github.com/toolgate/toolgate/internal/auditquery",
+	"github.com/toolgate/toolgate/internal/cli/adminclient",
+	"github.com/toolgate/toolgate/internal/host/approval",
+	"github.com/toolgate/toolgate/internal/proto/auditquery",
 	"github.com/toolgate/toolgate/internal/cli",
-	"github.com/toolgate/toolgate/internal/gateway",
-	"github.com/toolgate/toolgate/internal/hooks",
+	"github.com/toolgate/toolgate/internal/host/gateway",
+	"github.com/toolgate/toolgate/internal/proto/hooks",
 	"github.com/toolgate/toolgate/internal/proto",
-	"github.com/toolgate/toolgate/internal/textsafe",
+	"github.com/toolgate/toolgate/internal/lib/textsafe",
 }
 
 // toolgateNeverLinks are standard packages toolgate-cli must not

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/host/gateway"
 )
 
 // callTool sends one call to the daemon and returns its buffered result

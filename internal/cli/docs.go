@@ -1,7 +1,5 @@
 package cli
 
-//go:generate go run ./gendocs ../../docs/cli
-
 import (
 	"bytes"
 	"fmt"

@@ -6,8 +6,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/adminclient"
-	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/cli/adminclient"
+	"github.com/toolgate/toolgate/internal/host/gateway"
 )
 
 func newExecCmd(g *Globals) *cobra.Command {

@@ -13,7 +13,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/adminclient"
+	"github.com/toolgate/toolgate/internal/cli/adminclient"
 )
 
 // Exit codes beyond a tool's own, in the spirit of `docker run`.

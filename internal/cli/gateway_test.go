@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/adminclient"
-	"github.com/toolgate/toolgate/internal/launcher"
+	"github.com/toolgate/toolgate/internal/cli/adminclient"
+	"github.com/toolgate/toolgate/internal/guest/launcher"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 

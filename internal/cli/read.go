@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/adminclient"
-	"github.com/toolgate/toolgate/internal/gateway"
+	"github.com/toolgate/toolgate/internal/cli/adminclient"
+	"github.com/toolgate/toolgate/internal/host/gateway"
 )
 
 func newReadCmd(g *Globals) *cobra.Command {

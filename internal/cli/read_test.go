@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/coretools"
-	"github.com/toolgate/toolgate/internal/gateway"
-	"github.com/toolgate/toolgate/internal/wire"
+	"github.com/toolgate/toolgate/internal/host/coretools"
+	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/host/wire"
 )
 
 // TestReadBinaryHintNamesTheFlag: a text read of a binary file tells a

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/adminclient"
+	"github.com/toolgate/toolgate/internal/cli/adminclient"
 )
 
 // Globals are the flags every command shares.

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/adminclient"
+	"github.com/toolgate/toolgate/internal/cli/adminclient"
 )
 
 func TestDefaultHome(t *testing.T) {

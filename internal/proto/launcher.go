@@ -4,7 +4,7 @@ import "time"
 
 // Exit codes of the launcher (/tools/bin/NAME) when the handler's own exit
 // code is not available (sysexits.h where one fits); docs/protocol.md lists
-// them. The launcher is C (internal/launcher/c/launch.c); its tests check it
+// them. The launcher is C (internal/guest/launcher/c/launch.c); its tests check it
 // exits with these.
 const (
 	LaunchExitUsage       = 64  // the gateway refused the request as malformed or too large

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
-	"github.com/toolgate/toolgate/internal/launcher"
-	"github.com/toolgate/toolgate/internal/sandbox/docker"
-	"github.com/toolgate/toolgate/internal/sandbox/rootfs"
+	"github.com/toolgate/toolgate/internal/guest/launcher"
+	"github.com/toolgate/toolgate/internal/host/sandbox/docker"
+	"github.com/toolgate/toolgate/internal/host/sandbox/rootfs"
 	"github.com/toolgate/toolgate/internal/testenv/tmpdir"
 )
 

@@ -17,13 +17,13 @@ func TestBeyondNamesOffenders(t *testing.T) {
 {"ImportPath":"example.com/x"}
 {"ImportPath":"` + m + `/internal/client","Imports":["` + m + `/internal/proto","` + m + `/internal/egress","example.com/x"]}
 `
-	bad, err := Beyond(strings.NewReader(list), []string{m + "/internal/proto", m + "/internal/client"})
+	bad, err := Beyond(strings.NewReader(list), []string{m + "/internal/proto", m + "/internal/guest"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
-		m + "/internal/egress (imported by " + m + "/internal/client)",
-		"example.com/x (imported by " + m + "/internal/client): not our code",
+		m + "/internal/host/door/egress (imported by " + m + "/internal/guest)",
+		"example.com/x (imported by " + m + "/internal/guest): not our code",
 	}
 	if !slices.Equal(bad, want) {
 		t.Errorf("offenders %q, want %q", bad, want)

@@ -1,0 +1,32 @@
+package adminclient
+
+import (
+	"context"
+
+	"github.com/toolgate/toolgate/internal/proto/auditquery"
+)
+
+// AuditFind asks the daemon's audit index (caught up first) for the entries
+// q selects.
+func (c *Client) AuditFind(ctx context.Context, q auditquery.Query) ([]auditquery.Hit, error) {
+	path := "/v1/audit/entries"
+	if v := q.Values(); len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var ans struct {
+		Hits []auditquery.Hit `json:"hits"`
+	}
+	return ans.Hits, c.json(ctx, "GET", path, nil, &ans)
+}
+
+// Reindexed is the daemon's account of an audit index rebuilt.
+type Reindexed struct {
+	Entries int   `json:"entries"`
+	Millis  int64 `json:"millis"`
+}
+
+// AuditReindex has the daemon rebuild its audit index from the log.
+func (c *Client) AuditReindex(ctx context.Context) (*Reindexed, error) {
+	var ans Reindexed
+	return &ans, c.json(ctx, "POST", "/v1/audit/reindex", nil, &ans)
+}

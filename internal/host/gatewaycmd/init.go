@@ -1,0 +1,59 @@
+package gatewaycmd
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"github.com/toolgate/toolgate/internal/cli"
+	"github.com/toolgate/toolgate/internal/cli/adminclient"
+	"github.com/toolgate/toolgate/internal/host/auth"
+	"github.com/toolgate/toolgate/internal/host/config"
+)
+
+func newInitCmd(g *cli.Globals) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Write a commented config and an admin token into the toolgate home",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := os.MkdirAll(g.Home, 0o700); err != nil {
+				return err
+			}
+			path := g.ConfigPath()
+			switch _, err := os.Stat(path); {
+			case err == nil && !force:
+				fmt.Fprintf(os.Stderr, "keeping existing %s (use --force to overwrite)\n", path)
+			case err == nil || errors.Is(err, os.ErrNotExist):
+				if err := os.WriteFile(path, []byte(config.DefaultYAML(g.Home)), 0o600); err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "wrote %s\n", path)
+			default:
+				return err
+			}
+			tokenPath := filepath.Join(g.Home, adminclient.TokenFile)
+			if _, err := os.Stat(tokenPath); err == nil && !force {
+				fmt.Fprintf(os.Stderr, "keeping existing admin token %s\n", tokenPath)
+				return nil
+			}
+			store, err := auth.OpenStore(filepath.Join(g.Home, auth.StoreFile))
+			if err != nil {
+				return err
+			}
+			secret, _, err := store.Create(auth.ScopeAdmin, "", 0)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(tokenPath, []byte(secret+"\n"), 0o600); err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "wrote admin token %s (0600)\n", tokenPath)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing config and admin token")
+	return cmd
+}
