@@ -19,6 +19,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.40.0
 	go.opentelemetry.io/proto/otlp v1.9.0
 	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/mod v0.43.0
 	google.golang.org/grpc v1.78.0
 	google.golang.org/protobuf v1.36.12
 	k8s.io/api v0.35.4
