@@ -351,29 +351,6 @@ func TestRedact(t *testing.T) {
 	}
 }
 
-func TestGatewayID(t *testing.T) {
-	home := t.TempDir()
-	id, err := GatewayID(home)
-	if err != nil || !strings.HasPrefix(id, "gw-") {
-		t.Fatalf("%q %v", id, err)
-	}
-	if again, err := GatewayID(home); err != nil || again != id {
-		t.Fatalf("not kept: %q then %q, %v", id, again, err)
-	}
-	if err := os.WriteFile(filepath.Join(home, IDFile), []byte("edge-1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if id, err := GatewayID(home); err != nil || id != "edge-1" {
-		t.Fatalf("operator's name: %q %v", id, err)
-	}
-	if err := os.WriteFile(filepath.Join(home, IDFile), []byte("bad id; drop\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := GatewayID(home); err == nil {
-		t.Fatal("a malformed id was accepted")
-	}
-}
-
 // A gateway's role needs no CREATE once the tables exist: SELECT, INSERT
 // and UPDATE on them and USAGE on the arrival sequence are enough.
 func TestLeastPrivilegeRole(t *testing.T) {

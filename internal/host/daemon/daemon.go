@@ -38,6 +38,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/door/mcp"
 	"github.com/toolgate/toolgate/internal/host/door/modeldoor"
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/host/identity"
 	"github.com/toolgate/toolgate/internal/host/kubeagents"
 	"github.com/toolgate/toolgate/internal/host/metrics"
 	"github.com/toolgate/toolgate/internal/host/ratelimit"
@@ -674,7 +675,7 @@ func (d *Daemon) stopIndex() error {
 
 // newTracer starts the trace exporter, this gateway named by its fleet id.
 func newTracer(ctx context.Context, home string, o *config.OTLP, log *slog.Logger) (*tracing.Tracer, error) {
-	id, err := auditpg.GatewayID(home)
+	id, err := identity.GatewayID(home)
 	if err != nil {
 		return nil, err
 	}
@@ -704,7 +705,7 @@ const fleetPoll = 500 * time.Millisecond
 // the start; an unreachable database is the follower's to wait out, and
 // calls never wait for it.
 func (d *Daemon) followFleet(cfg *config.Config, store *secrets.Store) error {
-	id, err := auditpg.GatewayID(cfg.Home)
+	id, err := identity.GatewayID(cfg.Home)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/host/auditindex"
 	"github.com/toolgate/toolgate/internal/host/auditpg"
+	"github.com/toolgate/toolgate/internal/host/identity"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -34,7 +35,7 @@ func TestFleetCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.start()
-	id, err := auditpg.GatewayID(e.home)
+	id, err := identity.GatewayID(e.home)
 	if err != nil || e.d.gatewayID != id {
 		t.Fatalf("gateway id %q, daemon %q: %v", id, e.d.gatewayID, err)
 	}

@@ -1,4 +1,4 @@
-package auditpg
+package identity
 
 import (
 	"crypto/rand"
@@ -13,7 +13,8 @@ import (
 )
 
 // IDFile holds the gateway's id in its HOME: made once, kept for good, so a
-// gateway's chain keeps one name in the fleet database across restarts.
+// gateway's chain keeps one name in the fleet database across restarts, and
+// its log (Origin) one name for its key.
 const IDFile = "gateway.id"
 
 var idRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
