@@ -1,6 +1,10 @@
 // Package audit is the tamper-evident audit log: append-only JSON lines,
 // each carrying the SHA-256 of its own bytes and the hash of the line before
 // it, so any edited, removed, inserted or reordered line breaks the chain.
+// Beside the chain the writer keeps a Merkle tree over the lines (tree.go)
+// and, with a key, writes signed checkpoints of it into the log itself
+// (checkpoint.go): what receipts prove against (package proof), so the
+// log can prove itself to someone who does not trust this host.
 package audit
 
 import (
@@ -101,27 +105,28 @@ func newLinkChecker() *linkChecker {
 	return &linkChecker{h: sha256.New(), sum: make([]byte, 0, sha256.Size)}
 }
 
-// link checks one line (without its newline) and returns its prev and hash,
-// slices of line. It accepts and rejects exactly the lines parseLine does,
-// with the same errors: fastLink takes the writer's own lines, and any other
-// is decoded.
-func (c *linkChecker) link(line []byte) (prev, hash []byte, err error) {
+// link checks one line (without its newline) and returns its prev and
+// hash, slices of line, and its type. It accepts and rejects exactly the
+// lines parseLine does, with the same errors: fastLink takes the writer's
+// own lines, and any other is decoded.
+func (c *linkChecker) link(line []byte) (prev, hash []byte, typ gateway.Kind, err error) {
 	claimed := claimedHash(line)
 	if claimed == nil {
-		return nil, nil, errNoHash
+		return nil, nil, "", errNoHash
 	}
-	prev, ok := fastLink(line, claimed)
+	prev, t, ok := fastLink(line, claimed)
+	typ = gateway.Kind(t)
 	if !ok {
 		e, err := decodeLine(line, claimed)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, "", err
 		}
-		prev = []byte(e.Prev)
+		prev, typ = []byte(e.Prev), e.Type
 	}
 	if !c.hashOK(line, claimed) {
-		return nil, nil, errEdited
+		return nil, nil, "", errEdited
 	}
-	return prev, claimed, nil
+	return prev, claimed, typ, nil
 }
 
 // hashOK reports whether line hashes to claimed: SHA-256 of the line with

@@ -26,6 +26,7 @@ const (
 	fInt                     // *int: an integer that fits
 	fAnyMap                  // map[string]any: an object whose numbers fit a float64
 	fPrev                    // string, returned
+	fType                    // string, returned (escaped: gives up)
 	fHash                    // string, must be the hash the line ends with
 )
 
@@ -42,7 +43,7 @@ var entryFields = func() []entryField {
 		name string
 		kind fieldKind
 	}{
-		{"ts", fTime}, {"id", fString}, {"phase", fString}, {"agent", fString}, {"type", fString},
+		{"ts", fTime}, {"id", fString}, {"phase", fString}, {"agent", fString}, {"type", fType},
 		{"tool", fString}, {"via", fString}, {"args", fRaw}, {"decision", fString}, {"rule", fString},
 		{"reason", fString}, {"durationMs", fFloat}, {"exitCode", fInt}, {"error", fString},
 		{"session", fString}, {"parent", fString}, {"detail", fAnyMap}, {"prev", fPrev}, {"hash", fHash},
@@ -55,14 +56,14 @@ var entryFields = func() []entryField {
 // maxFastDepth: deeper values are left to encoding/json (its limit is 10000).
 const maxFastDepth = 100
 
-// fastLink returns the prev of a line (without its newline) that claims
-// hash claimed, when the line is an entry in the writer's form; ok is false
-// when it cannot tell, not only when the line is bad. The line's own hash is
-// the caller's check.
-func fastLink(line, claimed []byte) (prev []byte, ok bool) {
+// fastLink returns the prev and type of a line (without its newline) that
+// claims hash claimed, when the line is an entry in the writer's form; ok
+// is false when it cannot tell, not only when the line is bad. The line's
+// own hash is the caller's check.
+func fastLink(line, claimed []byte) (prev, typ []byte, ok bool) {
 	s := scanner{b: line}
 	if !s.byte('{') {
-		return nil, false
+		return nil, nil, false
 	}
 	hasPrev := false
 	// Keys in the writer's order, each once: a line with keys out of that
@@ -70,18 +71,22 @@ func fastLink(line, claimed []byte) (prev []byte, ok bool) {
 	// copying here.
 	for j := 0; ; j++ {
 		if j > 0 && !s.byte(',') {
-			return prev, hasPrev && j == len(entryFields) && s.byte('}') && s.i == len(s.b)
+			return prev, typ, hasPrev && j == len(entryFields) && s.byte('}') && s.i == len(s.b)
 		}
 		for j < len(entryFields) && !bytes.HasPrefix(s.b[s.i:], entryFields[j].key) {
 			j++
 		}
 		if j == len(entryFields) {
-			return nil, false
+			return nil, nil, false
 		}
 		s.i += len(entryFields[j].key)
 		hasPrev = hasPrev || entryFields[j].kind == fPrev
-		if !s.field(entryFields[j].kind, claimed, &prev) {
-			return nil, false
+		out := &prev
+		if entryFields[j].kind == fType {
+			out = &typ
+		}
+		if !s.field(entryFields[j].kind, claimed, out) {
+			return nil, nil, false
 		}
 	}
 }
@@ -99,7 +104,8 @@ func (s *scanner) byte(c byte) bool {
 	return false
 }
 
-func (s *scanner) field(kind fieldKind, claimed []byte, prev *[]byte) bool {
+// field reads a value of kind; a prev's or type's into out.
+func (s *scanner) field(kind fieldKind, claimed []byte, out *[]byte) bool {
 	start := s.i
 	switch kind {
 	case fRaw:
@@ -125,8 +131,8 @@ func (s *scanner) field(kind fieldKind, claimed []byte, prev *[]byte) bool {
 	case kind == fTime:
 		var t time.Time
 		return plain && t.UnmarshalJSON(s.b[start:s.i]) == nil
-	case kind == fPrev:
-		*prev = v
+	case kind == fPrev, kind == fType:
+		*out = v
 		return plain
 	case kind == fHash:
 		return plain && bytes.Equal(v, claimed)

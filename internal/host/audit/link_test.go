@@ -40,6 +40,8 @@ func TestEntryFieldsMatchEntry(t *testing.T) {
 			want = fPrev
 		case "hash":
 			want = fHash
+		case "type":
+			want = fType
 		}
 		if !ok || string(entryFields[i].key) != `"`+name+`":` || entryFields[i].kind != want {
 			t.Errorf("field %d: Entry has %s %v, entryFields %s kind %d", i, name, f.Type, entryFields[i].key, entryFields[i].kind)
@@ -61,16 +63,16 @@ func rehash(line []byte) []byte {
 }
 
 // sameAsDecode fails unless link judges line exactly as parseLine, which
-// decodes it whole: the same error, or the same prev and hash.
+// decodes it whole: the same error, or the same prev, hash and type.
 func sameAsDecode(t testing.TB, line []byte) {
 	t.Helper()
-	prev, hash, err := newLinkChecker().link(line)
+	prev, hash, typ, err := newLinkChecker().link(line)
 	e, derr := parseLine(line)
 	switch {
 	case (err == nil) != (derr == nil) || err != nil && err.Error() != derr.Error():
 		t.Fatalf("link and decode disagree on %q:\nlink:   %v\ndecode: %v", line, err, derr)
-	case err == nil && (string(prev) != e.Prev || string(hash) != e.Hash):
-		t.Fatalf("link and decode disagree on %q: prev %q hash %q, decoded %q %q", line, prev, hash, e.Prev, e.Hash)
+	case err == nil && (string(prev) != e.Prev || string(hash) != e.Hash || typ != e.Type):
+		t.Fatalf("link and decode disagree on %q: prev %q hash %q type %q, decoded %q %q %q", line, prev, hash, typ, e.Prev, e.Hash, e.Type)
 	}
 }
 
@@ -97,7 +99,7 @@ func canonicalLines(tb testing.TB) [][]byte {
 // (verify's speed depends on it), and the path agrees with decoding.
 func TestFastLinkTakesWritersLines(t *testing.T) {
 	for _, line := range canonicalLines(t) {
-		prev, ok := fastLink(line, claimedHash(line))
+		prev, _, ok := fastLink(line, claimedHash(line))
 		e, err := parseLine(line)
 		if !ok || err != nil || string(prev) != e.Prev {
 			t.Fatalf("fastLink(%s) = %q, %v; decode: %v", line, prev, ok, err)
@@ -164,7 +166,7 @@ func TestLinkAgreesWithDecode(t *testing.T) {
 			}
 			line := rehash([]byte(tc.line))
 			sameAsDecode(t, line)
-			if _, ok := fastLink(line, claimedHash(line)); ok != tc.fast {
+			if _, _, ok := fastLink(line, claimedHash(line)); ok != tc.fast {
 				t.Errorf("fastLink took it: %v, want %v", ok, tc.fast)
 			}
 			if _, err := parseLine(line); (err == nil) != tc.ok {
@@ -204,10 +206,10 @@ func FuzzFastLink(f *testing.F) {
 	f.Add([]byte(`{"prev":"","hash":"` + strings.Repeat("a", 64) + `"}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		for _, l := range [][]byte{line, rehash(line)} {
-			if prev, ok := fastLink(l, claimedHash(l)); ok {
+			if prev, typ, ok := fastLink(l, claimedHash(l)); ok {
 				e, err := decodeLine(l, claimedHash(l))
-				if err != nil || e.Prev != string(prev) {
-					t.Fatalf("fastLink took %q (prev %q); decode: %v", l, prev, err)
+				if err != nil || e.Prev != string(prev) || string(e.Type) != string(typ) {
+					t.Fatalf("fastLink took %q (prev %q, type %q); decode: %v", l, prev, typ, err)
 				}
 			}
 			sameAsDecode(t, l)

@@ -9,14 +9,29 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+
+	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/proto/proof"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
 )
 
-// VerifyReport is the outcome of Verify. Bad is nil when the chain is intact.
+// VerifyReport is the outcome of Verify. Bad is nil when the chain, the
+// tree and the checkpoints are intact.
 type VerifyReport struct {
 	Files   int
 	Entries int
 	Last    string // hash of the last good line
 	Bad     *BadLine
+	// Checkpoints is how many checkpoint lines were checked, Signed whether
+	// their signatures were (VerifyOptions.Keys), Covered the size of the
+	// last: the entries after it no checkpoint covers yet.
+	Checkpoints int
+	Signed      bool
+	Covered     int64
+	// TreeStale says how the tree file disagrees with the log; the log is
+	// not the worse for it (the file is derived from it), "" when it agrees.
+	TreeStale string
 }
 
 // BadLine names the first place where the chain breaks.
@@ -31,20 +46,27 @@ func (b *BadLine) Error() string { return fmt.Sprintf("%s:%d: %s", b.File, b.Lin
 // OK reports whether the whole chain verified.
 func (r *VerifyReport) OK() bool { return r.Bad == nil }
 
-// Verify walks the rotated files in order, then audit.jsonl, recomputing every
-// line's hash from the bytes on disk and checking each line links to the one
-// before. It stops at the first bad line. The error is for I/O only.
+// Verify is VerifyWith without keys: checkpoints' sizes and roots are
+// checked, not their signatures.
+func Verify(dir string) (*VerifyReport, error) { return VerifyWith(dir, VerifyOptions{}) }
+
+// VerifyWith walks the rotated files in order, then audit.jsonl,
+// recomputing every line's hash from the bytes on disk and checking each
+// line links to the one before; it recomputes the tree from the lines,
+// compares it with the tree file, and checks that every checkpoint line
+// names the tree of the lines before it and is signed by one of opts.Keys.
+// It stops at the first bad line or checkpoint. The error is for I/O only.
 //
 // A break in a live log is checked again before it is reported: tampering
 // is on disk and shows the same break every time, a race with the writer
 // would not.
-func Verify(dir string) (*VerifyReport, error) {
-	rep, err := verifyOnce(dir)
+func VerifyWith(dir string, opts VerifyOptions) (*VerifyReport, error) {
+	rep, err := verifyOnce(dir, opts)
 	for range 2 {
 		if err != nil || rep.OK() {
 			break
 		}
-		again, aerr := verifyOnce(dir)
+		again, aerr := verifyOnce(dir, opts)
 		if aerr != nil || again.OK() || *again.Bad == *rep.Bad {
 			return again, aerr
 		}
@@ -53,7 +75,7 @@ func Verify(dir string) (*VerifyReport, error) {
 	return rep, err
 }
 
-func verifyOnce(dir string) (*VerifyReport, error) {
+func verifyOnce(dir string, opts VerifyOptions) (*VerifyReport, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
@@ -76,8 +98,12 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &VerifyReport{}
-	ch := &chainWalk{rep: rep, last: make([]byte, 0, hashHexLen)}
+	rep := &VerifyReport{Signed: opts.Keys != nil}
+	ch := &chainWalk{rep: rep, last: make([]byte, 0, hashHexLen), tree: &tree{}, seen: sortedSeen(opts.Seen)}
+	if ch.file, err = openTreeCompare(dir); err != nil {
+		return nil, err
+	}
+	defer ch.file.close()
 	defer func() { rep.Last = string(ch.last) }()
 	seenHead := head == ""
 	lastFile, lastLineNo := CurrentFile, 0
@@ -85,7 +111,7 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 	// the links from line to line is sequential.
 	blocks := make([]lineBlock, max(1, min(runtime.GOMAXPROCS(0), 8)))
 	for i := range blocks {
-		blocks[i].c = newLinkChecker()
+		blocks[i].c, blocks[i].keys = newLinkChecker(), opts.Keys
 	}
 	walk := func(name string, f *os.File) (bool, error) {
 		rep.Files++
@@ -103,6 +129,7 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 					}
 					seenHead = seenHead || string(ch.last) == head
 				}
+				ch.compareTree()
 			}
 			if rerr != nil {
 				return false, fmt.Errorf("audit: %w", rerr)
@@ -136,6 +163,8 @@ func verifyOnce(dir string) (*VerifyReport, error) {
 	if !seenHead {
 		rep.Bad = &BadLine{File: lastFile, Line: lastLineNo + 1,
 			Reason: fmt.Sprintf("entries missing at the end: the last committed line (hash %.12s…) is gone", head)}
+	} else if reason := ch.end(); reason != "" {
+		rep.Bad = &BadLine{File: lastFile, Line: lastLineNo + 1, Reason: reason}
 	}
 	return rep, nil
 }
@@ -148,12 +177,16 @@ const blockSize = 1 << 20
 type lineBlock struct {
 	buf   []byte
 	c     *linkChecker
+	keys  note.Verifiers // of checkpoints' signatures; nil: not checked
 	links []lineLink
 }
 
-// lineLink is one line checked on its own: its link, or what is wrong.
+// lineLink is one line checked on its own: its link and leaf, or what is
+// wrong; a checkpoint line's checkpoint.
 type lineLink struct {
 	prev, hash []byte // in the block's buf
+	leaf       tlog.Hash
+	cp         *proof.Checkpoint
 	reason     string
 }
 
@@ -171,12 +204,16 @@ func (b *lineBlock) check() {
 			b.links = append(b.links, lineLink{reason: "torn line: no trailing newline"})
 			continue
 		}
-		prev, hash, err := b.c.link(line[:len(line)-1])
+		prev, hash, typ, err := b.c.link(line[:len(line)-1])
 		if err != nil {
 			b.links = append(b.links, lineLink{reason: err.Error()})
 			continue
 		}
-		b.links = append(b.links, lineLink{prev: prev, hash: hash})
+		l := lineLink{prev: prev, hash: hash, leaf: leafOfHex(hash)}
+		if typ == gateway.KindCheckpoint {
+			l.cp, l.reason = checkCheckpointLine(line[:len(line)-1], b.keys)
+		}
+		b.links = append(b.links, l)
 	}
 }
 
@@ -239,10 +276,13 @@ func (br *blockReader) fill(b *lineBlock) error {
 	return nil
 }
 
-// chainWalk follows the chain line by line.
+// chainWalk follows the chain line by line, and grows the tree.
 type chainWalk struct {
 	rep  *VerifyReport
 	last []byte // hash of the last good line
+	tree *tree
+	file *treeCompare
+	seen []Seen // not yet reached, smallest first
 }
 
 // follow advances the chain by one checked line, or says why it cannot.
@@ -256,7 +296,16 @@ func (w *chainWalk) follow(l lineLink) string {
 		}
 		return fmt.Sprintf("prev %.12s… does not match the previous line's hash %.12s…: a line was removed, inserted or reordered", l.prev, w.last)
 	}
+	if reason := w.checkSeen(); reason != "" {
+		return reason
+	}
+	if l.cp != nil {
+		if reason := w.checkpoint(l.cp); reason != "" {
+			return reason
+		}
+	}
 	w.last = append(w.last[:0], l.hash...)
+	w.tree.addLeaf(l.leaf)
 	w.rep.Entries++
 	return ""
 }

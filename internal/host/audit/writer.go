@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"golang.org/x/mod/sumdb/note"
 )
 
 // File names inside the audit directory.
@@ -50,6 +51,17 @@ type Options struct {
 	// AsyncHold is how long enqueued entries nobody waits for are held for
 	// a commit somebody waits for; 0 takes DefaultAsyncHold.
 	AsyncHold time.Duration
+	// Key signs checkpoints, written into the log every CheckpointEvery
+	// entries, CheckpointInterval after an entry no checkpoint covers, at
+	// Close, before each rotation (a rotated file ends with one, a line
+	// that may take it past MaxFileBytes) and on request (Checkpoint). Nil
+	// writes none; the tree is kept either way.
+	Key note.Signer
+	// OldKeys are the keys rotated out before Key: when the last
+	// checkpoint is signed by one of them, the next is signed by it too.
+	OldKeys            []note.Signer
+	CheckpointEvery    int           // 0: DefaultCheckpointEvery
+	CheckpointInterval time.Duration // 0: DefaultCheckpointInterval
 }
 
 // DefaultAsyncHold holds a call's result entry (enqueued behind its answer)
@@ -106,12 +118,21 @@ type Writer struct {
 
 	pos                       atomic.Pointer[Position]
 	entries, syncs, rotations atomic.Uint64
+
+	// the tree and the checkpoints (checkpoint.go), owned by the committer
+	tree *tree
+	checkpoints
 }
 
 type request struct {
 	e     *gateway.Entry
 	done  chan error
 	async bool // enqueued: nobody waits for done
+	// checkpoint (with no entry) asks for a checkpoint covering every entry
+	// before it, answered in note; rekey first makes rekey.key the key.
+	checkpoint bool
+	rekey      *rekey
+	note       []byte
 }
 
 // errCommit, sent on a waiting request's done, makes its caller the
@@ -124,6 +145,7 @@ var _ gateway.AuditSink = (*Writer)(nil)
 // left by a crash, and resumes the chain.
 func Open(dir string, opts Options) (*Writer, error) {
 	w := &Writer{dir: dir, opts: opts, log: opts.Logger, open: map[string]struct{}{}}
+	w.key = opts.Key
 	w.idle.L = &w.qmu
 	if w.log == nil {
 		w.log = slog.Default()
@@ -147,6 +169,10 @@ func Open(dir string, opts Options) (*Writer, error) {
 			w.log.Error("audit: interrupted calls not all recorded", "err", err)
 		}
 		w.openKnown = err == nil
+	}
+	if err := w.startCheckpoints(); err != nil {
+		w.Close()
+		return nil, err
 	}
 	return w, nil
 }
@@ -177,6 +203,12 @@ func (w *Writer) resume() error {
 			}
 			w.setPosition(fi.Size(), w.last)
 		}
+	}
+	if err := w.syncTree(w.last); err != nil {
+		return err
+	}
+	if err := w.loadCheckpoint(); err != nil {
+		return err
 	}
 	if w.head, err = os.OpenFile(filepath.Join(w.dir, HeadFile), os.O_RDWR|os.O_CREATE, 0o600); err != nil {
 		return fmt.Errorf("audit: %w", err)
@@ -349,6 +381,7 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	w.closed = true
+	w.stopCheckpoints()
 	for w.busy {
 		w.idle.Wait()
 	}
@@ -365,6 +398,7 @@ func (w *Writer) Close() error {
 	if len(w.retry) > 0 { // a last try for enqueued entries that failed
 		w.commit(nil)
 	}
+	w.closingCheckpoint()
 	for _, r := range w.retry {
 		w.lose(r, errors.New("audit: log still failing at close"))
 	}
@@ -383,7 +417,7 @@ func (w *Writer) closeFiles() error {
 			errs = append(errs, f.Close())
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, w.tree.close())...)
 }
 
 // commit writes one batch: one write and one fsync, plus one more of each
@@ -405,12 +439,21 @@ func (w *Writer) commit(batch []*request) {
 			if err == nil && r.e != nil {
 				w.track(r.e)
 			}
+			if err == nil && r.checkpoint {
+				r.note = w.latest
+			}
 			r.done <- err
 		}
 		pending = pending[:0]
 	}
 	for i, r := range batch {
-		if r.e == nil { // a Flush barrier: answered with this batch's fsync
+		if r.e == nil { // a Flush barrier or a checkpoint: answered with this batch's fsync
+			if r.checkpoint {
+				if err := w.requested(r); err != nil {
+					r.done <- err
+					continue
+				}
+			}
 			pending = append(pending, r)
 			continue
 		}
@@ -422,6 +465,10 @@ func (w *Writer) commit(batch []*request) {
 		}
 		if w.opts.MaxFileBytes > 0 && w.size+int64(w.buf.Len()) > 0 &&
 			w.size+int64(w.buf.Len()+w.enc.Len()) > w.opts.MaxFileBytes {
+			if w.endFile() { // the entry now follows the file's checkpoint
+				w.enc.Reset()
+				_ = encodeLine(&w.enc, w.encoder, r.e, w.last) // it encoded just before
+			}
 			if err := w.flush(); err != nil {
 				w.abort(append(pending, batch[i:]...), err)
 				return
@@ -432,9 +479,9 @@ func (w *Writer) commit(batch []*request) {
 				return
 			}
 		}
-		w.last = r.e.Hash
-		w.buf.Write(w.enc.Bytes())
+		w.put(r.e)
 		pending = append(pending, r)
+		w.checkpointByCount()
 	}
 	if err := w.flush(); err != nil {
 		w.abort(pending, err)
@@ -452,6 +499,7 @@ func (w *Writer) abort(reqs []*request, cause error) {
 	w.log.Error("audit log write failed; calls are refused until a write succeeds", "dir", w.dir, "err", cause)
 	w.buf.Reset()
 	w.last = w.durable
+	w.rollbackCheckpoints()
 	w.broken = true
 	if rerr := w.repair(); rerr != nil {
 		w.log.Error("audit: cutting the failed write off the log failed; trying again at the next entry", "err", rerr)
@@ -533,6 +581,7 @@ func (w *Writer) flush() error {
 	} else {
 		w.headStale = false
 	}
+	w.durableCheckpoints() // after the head: the tree's hashes, then the checkpoint file
 	return nil
 }
 

@@ -22,10 +22,13 @@ const (
 	KindModel    Kind = "model"     // a model API request through the model door
 	KindAdmin    Kind = "admin"     // admin API access (e.g. a refused token)
 	KindObserved Kind = "observed"  // what a transcript claims; never a decision
+	// KindCheckpoint is a signed checkpoint of the audit log's tree, which
+	// the audit writer writes into the log itself; no call.
+	KindCheckpoint Kind = "checkpoint"
 )
 
 // Kinds is every Kind, for checking a name given by a person.
-var Kinds = []Kind{KindCore, KindTool, KindHook, KindEgress, KindModel, KindAdmin, KindObserved}
+var Kinds = []Kind{KindCore, KindTool, KindHook, KindEgress, KindModel, KindAdmin, KindObserved, KindCheckpoint}
 
 // ViaAdmin is the entry point of the operator's own calls (the admin API,
 // behind an admin token): the only one trusted to ask for host secrets in
@@ -104,10 +107,11 @@ const (
 	VerdictAsk      = "ask"
 	VerdictReported = "reported" // Claude Code's tap: a tool ran
 	VerdictObserved = "observed" // a transcript's claim
+	VerdictSigned   = "signed"   // a checkpoint of the audit log
 )
 
 // Verdicts is every decision an entry can carry.
-var Verdicts = []string{VerdictAllow, VerdictDeny, VerdictAsk, VerdictReported, VerdictObserved}
+var Verdicts = []string{VerdictAllow, VerdictDeny, VerdictAsk, VerdictReported, VerdictObserved, VerdictSigned}
 
 // Phases is every phase an entry can be in.
 var Phases = []string{PhaseDecision, PhaseResult, PhaseAsk}
