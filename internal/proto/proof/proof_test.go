@@ -236,11 +236,21 @@ func TestParseStrict(t *testing.T) {
 		{"unknown field", strings.Replace(string(good), `"format"`, `"extra":1,"format"`, 1), "unknown field"},
 		{"trailing data", string(good) + "{}", "data after the receipt"},
 		{"no entries", `{"format":"toolgate-receipt/v1","entries":[]}`, "no entries"},
-		{"out of order", strings.Replace(string(good), `"index": 3`, `"index": 0`, 1), "is not after the one before it"},
-		{"long proof", strings.Replace(string(good), `"proof": "`, `"proof": "`+strings.Repeat("A", 4000), 1), "proof of more than"},
+		{"out of order", strings.Replace(string(good), `"index":3,`, `"index":0,`, 1), "is not after the one before it"},
+		{"long proof", strings.Replace(string(good), `"proof":"`, `"proof":"`+strings.Repeat("A", 4000), 1), "proof of more than"},
 	} {
 		if _, err := Parse([]byte(tc.data)); err == nil || !strings.Contains(err.Error(), tc.reason) {
 			t.Errorf("%s: %v, want …%s…", tc.name, err, tc.reason)
+		}
+	}
+}
+
+func TestLeafHashIsRecordHash(t *testing.T) {
+	var h [32]byte
+	for i := range 50 {
+		h[i%32] = byte(i * 7)
+		if LeafHash(h) != tlog.RecordHash(h[:]) {
+			t.Fatalf("LeafHash(%x) is not tlog's record hash", h)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -54,22 +55,29 @@ func (h Hashes) MarshalJSON() ([]byte, error) {
 	for _, x := range h {
 		b = append(b, x[:]...)
 	}
-	return json.Marshal(base64.StdEncoding.EncodeToString(b))
+	out := make([]byte, 0, 2+base64.StdEncoding.EncodedLen(len(b)))
+	out = append(out, '"')
+	out = base64.StdEncoding.AppendEncode(out, b)
+	return append(out, '"'), nil
 }
 
+// UnmarshalJSON reads the base64 string; base64 needs no JSON escapes,
+// so a string with any is refused.
 func (h *Hashes) UnmarshalJSON(data []byte) error {
-	var s string
-	if err := json.Unmarshal(data, &s); err != nil {
-		return err
+	s, ok := bytes.CutPrefix(data, []byte(`"`))
+	s, ok2 := bytes.CutSuffix(s, []byte(`"`))
+	if !ok || !ok2 || bytes.IndexByte(s, '\\') >= 0 {
+		return errors.New("proof is not a base64 string")
 	}
 	if len(s) > base64.StdEncoding.EncodedLen(maxProof*tlog.HashSize) {
 		return fmt.Errorf("proof of more than %d hashes", maxProof)
 	}
-	b, err := base64.StdEncoding.Strict().DecodeString(s)
-	if err != nil || len(b)%tlog.HashSize != 0 {
+	b := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
+	n, err := base64.StdEncoding.Strict().Decode(b, s)
+	if err != nil || n%tlog.HashSize != 0 {
 		return errors.New("proof is not base64 of whole hashes")
 	}
-	*h = make(Hashes, len(b)/tlog.HashSize)
+	*h = make(Hashes, n/tlog.HashSize)
 	for i := range *h {
 		copy((*h)[i][:], b[i*tlog.HashSize:])
 	}
@@ -110,15 +118,44 @@ func Parse(data []byte) (*Receipt, error) {
 	return &r, nil
 }
 
-// Marshal encodes r as the file a receipt is: indented JSON, one field a
-// line, and HTML characters as they are.
+// Marshal encodes r as the file a receipt is: JSON with each field, and
+// each entry, on a line of its own, HTML characters as they are.
 func (r *Receipt) Marshal() ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	enc.SetIndent("", " ")
-	if err := enc.Encode(r); err != nil {
-		return nil, err
+	field := func(sep, name string, v any) error {
+		b.WriteString(sep + `"` + name + `":`)
+		return enc.Encode(v) // and a newline
 	}
+	for i, f := range []struct {
+		name string
+		v    any
+	}{{"format", r.Format}, {"origin", r.Origin}, {"key", r.Key}, {"checkpoint", r.Checkpoint},
+		{"manifest", r.Manifest}, {"selection", r.Selection}} {
+		sep := ","
+		if i == 0 {
+			sep = "{"
+		}
+		if err := field(sep, f.name, f.v); err != nil {
+			return nil, err
+		}
+	}
+	b.WriteString(`,"entries":[` + "\n")
+	for i, e := range r.Entries {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`{"index":` + strconv.FormatInt(e.Index, 10) + `,"line":`)
+		if err := enc.Encode(e.Line); err != nil {
+			return nil, err
+		}
+		b.Truncate(b.Len() - 1) // Encode's newline
+		proof, _ := e.Proof.MarshalJSON()
+		b.WriteString(`,"proof":`)
+		b.Write(proof)
+		b.WriteString("}\n")
+	}
+	b.WriteString("]}\n")
 	return b.Bytes(), nil
 }

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -101,9 +103,7 @@ func Verify(data []byte, opts Options) (*Verified, error) {
 	if listed != nil {
 		missing(r.Entries, listed, bad)
 	}
-	for i := range r.Entries {
-		verifyEntry(i, &r.Entries[i], cp, r.Selection, bad)
-	}
+	verifyEntries(r.Entries, cp, r.Selection, bad)
 	if len(bad.Problems) > 0 {
 		return nil, bad
 	}
@@ -158,32 +158,60 @@ func missing(entries []Entry, listed []int64, bad *InvalidError) {
 	}
 }
 
+// verifyEntries checks the entries on every core, and adds their problems
+// in order.
+func verifyEntries(entries []Entry, cp Checkpoint, sel Selection, bad *InvalidError) {
+	parts := min(runtime.GOMAXPROCS(0), 8, max(1, len(entries)/64))
+	found := make([]InvalidError, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() {
+			for i := p * len(entries) / parts; i < (p+1)*len(entries)/parts; i++ {
+				verifyEntry(i, &entries[i], cp, sel, &found[p])
+			}
+		})
+	}
+	wg.Wait()
+	for _, f := range found {
+		for _, p := range f.Problems {
+			bad.add("%s", p)
+		}
+		bad.More += f.More
+	}
+}
+
 func verifyEntry(i int, e *Entry, cp Checkpoint, sel Selection, bad *InvalidError) {
 	line := []byte(e.Line)
 	var f lineFields
 	ferr := json.Unmarshal(line, &f)
-	name := fmt.Sprintf("entry %d (leaf %d", i, e.Index)
-	if f.ID != "" {
-		name += ", call " + clip(f.ID)
-	}
-	name += ")"
+	name := entryName(i, e.Index, f.ID)
 	h, err := LineHash(line)
 	if err != nil {
-		bad.add("%s: %v", name, err)
+		bad.add("%s: %v", name(), err)
 		return
 	}
 	if e.Index >= cp.Size {
-		bad.add("%s: outside the checkpoint's tree of %d entries", name, cp.Size)
+		bad.add("%s: outside the checkpoint's tree of %d entries", name(), cp.Size)
 		return
 	}
 	if err := tlog.CheckRecord(tlog.RecordProof(e.Proof), cp.Size, cp.Root, e.Index, LeafHash(h)); err != nil {
 		bad.add("%s: its hash is right but its inclusion proof fails against the checkpoint (tree of %d): it is not leaf %d of that tree",
-			name, cp.Size, e.Index)
+			name(), cp.Size, e.Index)
 	}
 	if ferr != nil {
-		bad.add("%s: not an audit entry: %v", name, ferr)
+		bad.add("%s: not an audit entry: %v", name(), ferr)
 	} else if why := sel.mismatch(&f); why != "" {
-		bad.add("%s: not of the selection: %s", name, why)
+		bad.add("%s: not of the selection: %s", name(), why)
+	}
+}
+
+// entryName names entry i of a receipt in a problem, only when there is one.
+func entryName(i int, leaf int64, id string) func() string {
+	return func() string {
+		if id == "" {
+			return fmt.Sprintf("entry %d (leaf %d)", i, leaf)
+		}
+		return fmt.Sprintf("entry %d (leaf %d, call %s)", i, leaf, clip(id))
 	}
 }
 
