@@ -58,4 +58,8 @@ goal PluginCall ./internal/host/daemon 2000x "p50-ms p99-ms" "p50 ≤ 2 ms, p99 
 goal Exec64 ./internal/host/daemon 2000x "p99-ms calls/s sandbox-cpu-µs/call" "p99 ≤ 100 ms at the same calls/s; baseline /bin/true 64 at a time in the sandbox"
 goal AuditVerify ./internal/host/audit 3x "entries/s entries/cpu-s" "≥ 500k entries/s; baseline the old full decode"
 goal AuditTail ./internal/host/audit 3x peak-MiB "flat in the log's size; baseline decode the file, keep 20"
+goal CheckpointAppend64 ./internal/host/audit 20000x entries/s "ratio ≥ 0.95 (issue 27); baseline the chain alone, no tree"
+goal ProofVerify ./internal/host/audit 3x "entries/s entries/cpu-s" "≥ 500k entries/s at 1M with tree and signatures; baseline the chain alone"
+goal Receipt ./internal/host/audit 20x ms "≤ 50 ms for a 1,000-call session; baseline the same lines as JSON, no proofs"
+goal ReceiptVerify ./internal/host/audit 20x ms "≤ 20 ms; baseline parsing it only"
 print_goals

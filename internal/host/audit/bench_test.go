@@ -5,8 +5,10 @@ import (
 	"testing"
 )
 
-func benchAppend(b *testing.B, callers int) {
-	w := open(b, b.TempDir(), Options{MaxFileBytes: 64 << 20})
+func benchAppend(b *testing.B, callers int) { benchAppendWith(b, callers, Options{MaxFileBytes: 64 << 20}) }
+
+func benchAppendWith(b *testing.B, callers int, opts Options) {
+	w := open(b, b.TempDir(), opts)
 	defer w.Close()
 	e := entry(1)
 	b.ReportAllocs()

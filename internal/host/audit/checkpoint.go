@@ -3,6 +3,7 @@ package audit
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -57,8 +58,10 @@ type rekey struct{ key, old note.Signer }
 func (w *Writer) put(e *gateway.Entry) {
 	w.last = e.Hash
 	w.buf.Write(w.enc.Bytes())
-	h, _ := hexHash(e.Hash)
-	w.tree.add(h)
+	if w.tree != nil {
+		h, _ := hexHash(e.Hash)
+		w.tree.add(h)
+	}
 	if e.Type != gateway.KindCheckpoint {
 		w.uncovered++
 	}
@@ -107,15 +110,11 @@ func (w *Writer) requested(r *request) error {
 // addCheckpoint signs the tree of every line so far and appends the
 // checkpoint line to the batch.
 func (w *Writer) addCheckpoint() error {
-	cp := proof.Checkpoint{Origin: w.key.Name(), Size: w.tree.n, Root: w.tree.root()}
-	msg, err := proof.SignCheckpoint(cp, append([]note.Signer{w.key}, w.handover...)...)
+	e, msg, err := checkpointEntry(w.tree, append([]note.Signer{w.key}, w.handover...))
 	if err != nil {
 		w.log.Error("audit: signing a checkpoint failed", "err", err)
-		return fmt.Errorf("audit: signing a checkpoint: %w", err)
+		return err
 	}
-	e := &gateway.Entry{TS: time.Now().UTC(), ID: gateway.NewID(), Phase: gateway.PhaseResult, Type: gateway.KindCheckpoint,
-		Tool: CheckpointTool, Decision: gateway.VerdictSigned,
-		Detail: map[string]any{DetailTreeSize: cp.Size, DetailTreeRoot: cp.Root.String(), DetailCheckpoint: string(msg)}}
 	w.enc.Reset()
 	if err := encodeLine(&w.enc, w.encoder, e, w.last); err != nil {
 		return err
@@ -125,16 +124,34 @@ func (w *Writer) addCheckpoint() error {
 	return nil
 }
 
+// checkpointEntry is the checkpoint line of t's tree, signed by signers
+// (the first names the log), and its signed note.
+func checkpointEntry(t *tree, signers []note.Signer) (*gateway.Entry, []byte, error) {
+	cp := proof.Checkpoint{Origin: signers[0].Name(), Size: t.n, Root: t.root()}
+	msg, err := proof.SignCheckpoint(cp, signers...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("audit: signing a checkpoint: %w", err)
+	}
+	return &gateway.Entry{TS: time.Now().UTC(), ID: gateway.NewID(), Phase: gateway.PhaseResult, Type: gateway.KindCheckpoint,
+		Tool: CheckpointTool, Decision: gateway.VerdictSigned,
+		Detail: map[string]any{DetailTreeSize: cp.Size, DetailTreeRoot: cp.Root.String(), DetailCheckpoint: string(msg)}}, msg, nil
+}
+
 // rollbackCheckpoints forgets, with the lines of a failed write, their
 // leaves and checkpoint.
 func (w *Writer) rollbackCheckpoints() {
-	w.tree.rollback()
+	if w.tree != nil {
+		w.tree.rollback()
+	}
 	w.uncovered, w.inBuf = w.durableUncovered, nil
 }
 
 // durableCheckpoints follows a durable write: the tree file gets the new
 // leaves, and a checkpoint in it becomes the latest.
 func (w *Writer) durableCheckpoints() {
+	if w.tree == nil {
+		return
+	}
 	w.tree.markDurable()
 	w.durableUncovered = w.uncovered
 	if err := w.tree.write(); err != nil {
@@ -205,7 +222,7 @@ func (w *Writer) loadCheckpoint() error {
 			"checkpointSize", cp.Size, "logEntries", w.tree.n)
 		return nil
 	}
-	root, err := tlog.TreeHash(cp.Size, fileHashes{w.tree.f})
+	root, err := tlog.TreeHash(cp.Size, newFileHashes(w.tree.f))
 	if err != nil || root != cp.Root {
 		w.log.Error("audit: the latest checkpoint is not of this log's tree: the log was edited, or restored from an old copy. Run audit verify",
 			"checkpointSize", cp.Size, "err", err)
@@ -311,15 +328,37 @@ func (w *Writer) Rekey(key, old note.Signer) ([]byte, error) {
 	return r.note, nil
 }
 
-// fileHashes reads stored hashes from a tree file.
-type fileHashes struct{ f *os.File }
+// fileHashes reads stored hashes from a tree file a page at a time, and
+// keeps the pages it read: a receipt's proofs of nearby leaves share most
+// of them, and a pread per hash would cost more than the proofs.
+type fileHashes struct {
+	f     *os.File
+	pages map[int64][]byte
+}
 
-func (h fileHashes) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+const hashesPerPage = 128
+
+func newFileHashes(f *os.File) *fileHashes { return &fileHashes{f: f, pages: map[int64][]byte{}} }
+
+func (h *fileHashes) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	out := make([]tlog.Hash, len(indexes))
 	for i, x := range indexes {
-		if _, err := h.f.ReadAt(out[i][:], x*tlog.HashSize); err != nil {
-			return nil, fmt.Errorf("audit: tree file: hash %d: %w", x, err)
+		p := x / hashesPerPage
+		page, ok := h.pages[p]
+		if !ok {
+			page = make([]byte, hashesPerPage*tlog.HashSize)
+			n, err := h.f.ReadAt(page, p*hashesPerPage*tlog.HashSize)
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("audit: tree file: %w", err)
+			}
+			page = page[:n]
+			h.pages[p] = page
 		}
+		at := (x % hashesPerPage) * tlog.HashSize
+		if at+tlog.HashSize > int64(len(page)) {
+			return nil, fmt.Errorf("audit: tree file: no hash %d (the file is short of the log: run audit verify)", x)
+		}
+		copy(out[i][:], page[at:])
 	}
 	return out, nil
 }
@@ -331,5 +370,5 @@ func TreeHashes(dir string) (tlog.HashReader, func() error, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("audit: %w", err)
 	}
-	return fileHashes{f}, f.Close, nil
+	return newFileHashes(f), f.Close, nil
 }

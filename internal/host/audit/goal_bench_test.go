@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"golang.org/x/mod/sumdb/note"
 )
 
 func synthID(i int) string { return fmt.Sprintf("18ed0cfbfd94ff%018d", i) }
@@ -40,7 +41,15 @@ func synthEntry(i int) *gateway.Entry {
 // every perFile entries (never when 0), and the head, as the writer would
 // but without an fsync per batch. It returns the log's size in bytes.
 func synthLog(tb testing.TB, dir string, n, perFile int) int64 {
+	return synthProofLog(tb, dir, n, perFile, nil)
+}
+
+// synthProofLog is synthLog that, with a key, also writes the tree file
+// and a checkpoint line every DefaultCheckpointEvery entries, as the
+// writer does.
+func synthProofLog(tb testing.TB, dir string, n, perFile int, key note.Signer) int64 {
 	tb.Helper()
+	t := &tree{}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -82,10 +91,31 @@ func synthLog(tb testing.TB, dir string, n, perFile int) int64 {
 			tb.Fatal(err)
 		}
 		prev = e.Hash
+		if key != nil {
+			h, _ := hexHash(e.Hash)
+			t.add(h)
+		}
+		if key != nil && (i+1)%DefaultCheckpointEvery == 0 {
+			cp, _, err := checkpointEntry(t, []note.Signer{key})
+			if err != nil {
+				tb.Fatal(err)
+			}
+			if err := encodeLine(&buf, enc, cp, prev); err != nil {
+				tb.Fatal(err)
+			}
+			prev = cp.Hash
+			h, _ := hexHash(cp.Hash)
+			t.add(h)
+		}
 		total += int64(buf.Len())
 		out.Write(buf.Bytes())
 	}
 	closeFile("")
+	if key != nil {
+		if err := os.WriteFile(filepath.Join(dir, TreeFile), t.pending, 0o600); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	if err := os.WriteFile(filepath.Join(dir, HeadFile), fmt.Appendf(nil, "%-*s\n", hashHexLen, prev), 0o600); err != nil {
 		tb.Fatal(err)
 	}

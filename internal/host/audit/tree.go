@@ -59,14 +59,20 @@ func (t *tree) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 // add appends the leaf of the line whose hash is lineHash.
 func (t *tree) add(lineHash [32]byte) { t.addLeaf(proof.LeafHash(lineHash)) }
 
-// addLeaf appends a leaf hash.
+// addLeaf appends a leaf hash: the new node at each level up to the
+// first where it is a left child, combined with the newest node on its
+// left, as tlog.StoredHashes computes them (TestTreeMatchesTlog) but
+// without its allocations, on the writer's path.
 func (t *tree) addLeaf(leaf tlog.Hash) {
-	hs, err := tlog.StoredHashesForRecordHash(t.n, leaf, t)
-	if err != nil {
-		panic(err) // ReadHashes serves every hash appending asks for
-	}
-	for level, h := range hs {
+	h := leaf
+	t.pending = append(t.pending, h[:]...)
+	for level := 0; ; level++ {
+		left := t.last[level]
 		t.last[level] = h
+		if t.n>>level&1 == 0 {
+			break
+		}
+		h = tlog.NodeHash(left, h)
 		t.pending = append(t.pending, h[:]...)
 	}
 	t.n++

@@ -61,6 +61,12 @@ func hashBytes(hs []tlog.Hash) []byte {
 
 // testKey is a signer key named origin and its verifier.
 func testKey(t testing.TB, origin string) (note.Signer, note.Verifier) {
+	s, v, _ := testKeyText(t, origin)
+	return s, v
+}
+
+// testKeyText is testKey with the verifier key's text.
+func testKeyText(t testing.TB, origin string) (note.Signer, note.Verifier, string) {
 	t.Helper()
 	skey, vkey, err := note.GenerateKey(rand.Reader, origin)
 	if err != nil {
@@ -74,7 +80,7 @@ func testKey(t testing.TB, origin string) (note.Signer, note.Verifier) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, v
+	return s, v, vkey
 }
 
 // treeFile is the tree file's bytes.

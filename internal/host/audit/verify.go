@@ -99,11 +99,14 @@ func verifyOnce(dir string, opts VerifyOptions) (*VerifyReport, error) {
 		return nil, err
 	}
 	rep := &VerifyReport{Signed: opts.Keys != nil}
-	ch := &chainWalk{rep: rep, last: make([]byte, 0, hashHexLen), tree: &tree{}, seen: sortedSeen(opts.Seen)}
-	if ch.file, err = openTreeCompare(dir); err != nil {
-		return nil, err
+	ch := &chainWalk{rep: rep, last: make([]byte, 0, hashHexLen), seen: sortedSeen(opts.Seen)}
+	if !opts.chainOnly {
+		ch.tree = &tree{}
+		if ch.file, err = openTreeCompare(dir); err != nil {
+			return nil, err
+		}
+		defer ch.file.close()
 	}
-	defer ch.file.close()
 	defer func() { rep.Last = string(ch.last) }()
 	seenHead := head == ""
 	lastFile, lastLineNo := CurrentFile, 0
@@ -111,7 +114,7 @@ func verifyOnce(dir string, opts VerifyOptions) (*VerifyReport, error) {
 	// the links from line to line is sequential.
 	blocks := make([]lineBlock, max(1, min(runtime.GOMAXPROCS(0), 8)))
 	for i := range blocks {
-		blocks[i].c, blocks[i].keys = newLinkChecker(), opts.Keys
+		blocks[i].c, blocks[i].keys, blocks[i].chainOnly = newLinkChecker(), opts.Keys, opts.chainOnly
 	}
 	walk := func(name string, f *os.File) (bool, error) {
 		rep.Files++
@@ -179,6 +182,8 @@ type lineBlock struct {
 	c     *linkChecker
 	keys  note.Verifiers // of checkpoints' signatures; nil: not checked
 	links []lineLink
+	// chainOnly: links alone, no leaves (VerifyOptions.chainOnly)
+	chainOnly bool
 }
 
 // lineLink is one line checked on its own: its link and leaf, or what is
@@ -209,7 +214,12 @@ func (b *lineBlock) check() {
 			b.links = append(b.links, lineLink{reason: err.Error()})
 			continue
 		}
-		l := lineLink{prev: prev, hash: hash, leaf: leafOfHex(hash)}
+		l := lineLink{prev: prev, hash: hash}
+		if b.chainOnly {
+			b.links = append(b.links, l)
+			continue
+		}
+		l.leaf = leafOfHex(hash)
 		if typ == gateway.KindCheckpoint {
 			l.cp, l.reason = checkCheckpointLine(line[:len(line)-1], b.keys)
 		}
@@ -296,16 +306,18 @@ func (w *chainWalk) follow(l lineLink) string {
 		}
 		return fmt.Sprintf("prev %.12s… does not match the previous line's hash %.12s…: a line was removed, inserted or reordered", l.prev, w.last)
 	}
-	if reason := w.checkSeen(); reason != "" {
-		return reason
-	}
-	if l.cp != nil {
-		if reason := w.checkpoint(l.cp); reason != "" {
+	if w.tree != nil {
+		if reason := w.checkSeen(); reason != "" {
 			return reason
 		}
+		if l.cp != nil {
+			if reason := w.checkpoint(l.cp); reason != "" {
+				return reason
+			}
+		}
+		w.tree.addLeaf(l.leaf)
 	}
 	w.last = append(w.last[:0], l.hash...)
-	w.tree.addLeaf(l.leaf)
 	w.rep.Entries++
 	return ""
 }
