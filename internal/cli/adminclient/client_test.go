@@ -6,14 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/iotest"
-
-	"github.com/toolgate/toolgate/internal/host/gateway"
 )
 
 // TestCallEscapesNames: the agent and tool names reach the server exactly,
@@ -52,10 +51,10 @@ func TestCallKeepsIntegers(t *testing.T) {
 	const big = 1<<53 + 1 // not exact as a float64 either
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
-		res := &gateway.Result{Output: map[string]any{"bytes": 1 << 20, "big": big}}
-		if r.Header.Get("Accept") == MediaNDJSON {
-			w.Header().Set("Content-Type", MediaNDJSON)
-			_ = json.NewEncoder(w).Encode(Frame{Result: res})
+		res := &api.Result{Output: map[string]any{"bytes": 1 << 20, "big": big}}
+		if r.Header.Get("Accept") == api.MediaNDJSON {
+			w.Header().Set("Content-Type", api.MediaNDJSON)
+			_ = json.NewEncoder(w).Encode(api.Frame{Result: res})
 			return
 		}
 		writeJSON(w, res)

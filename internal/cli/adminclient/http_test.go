@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/testenv/probe"
 )
 
@@ -127,7 +127,7 @@ func TestRawBodies(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
 		got, _ = io.ReadAll(r.Body)
-		writeJSON(w, &gateway.Result{Output: map[string]any{"args": r.Header.Get(ArgsHeader)}})
+		writeJSON(w, &api.Result{Output: map[string]any{"args": r.Header.Get(api.ArgsHeader)}})
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
@@ -172,13 +172,13 @@ func TestEarlyRefusal(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusRequestEntityTooLarge)
-		writeJSON(w, map[string]*Error{"error": {Code: "too_large", Message: "over the limit"}})
+		writeJSON(w, map[string]*api.Error{"error": {Code: "too_large", Message: "over the limit"}})
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	big := bytes.NewReader(make([]byte, 64<<20))
 	_, err := tcpClient(srv).CallRaw(context.Background(), "demo", "write", map[string]any{}, big, big.Size())
-	var we *Error
+	var we *api.Error
 	if !errors.As(err, &we) || we.Code != "too_large" {
 		t.Fatalf("got %v, want the server's too_large", err)
 	}
@@ -190,8 +190,8 @@ func TestCancelStream(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body) // then the server watches the connection for its end
-		w.Header().Set("Content-Type", MediaNDJSON)
-		writeJSON(w, &Frame{Stdout: []byte("started\n")})
+		w.Header().Set("Content-Type", api.MediaNDJSON)
+		writeJSON(w, &api.Frame{Stdout: []byte("started\n")})
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	})
@@ -231,11 +231,11 @@ func (s *signalWriter) Write(p []byte) (int, error) {
 func TestRawOutTrailer(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", MediaRaw)
-		w.Header().Set("Trailer", ResultTrailer)
+		w.Header().Set("Content-Type", api.MediaRaw)
+		w.Header().Set("Trailer", api.ResultTrailer)
 		_, _ = w.Write([]byte("file bytes"))
 		w.(http.Flusher).Flush()
-		w.Header().Set(ResultTrailer, `{"result":{"output":{"bytes":10}}}`)
+		w.Header().Set(api.ResultTrailer, `{"result":{"output":{"bytes":10}}}`)
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
@@ -253,17 +253,17 @@ func TestRawOutTrailer(t *testing.T) {
 // socket.
 func TestDialReadsToken(t *testing.T) {
 	home := t.TempDir()
-	if err := os.WriteFile(filepath.Join(home, TokenFile), []byte("tok\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, api.TokenFile), []byte("tok\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("unix", filepath.Join(home, SocketName))
+	l, err := net.Listen("unix", filepath.Join(home, api.SocketName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var auth string
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		auth = r.Header.Get("Authorization")
-		writeJSON(w, []AgentStatus{{Agent: "demo"}})
+		writeJSON(w, []api.AgentStatus{{Agent: "demo"}})
 	})}
 	go srv.Serve(l)
 	defer srv.Close()
@@ -340,11 +340,11 @@ func TestFileBodies(t *testing.T) {
 		mu.Lock()
 		got[r.PathValue("agent")] = b
 		mu.Unlock()
-		writeJSON(w, &gateway.Result{})
+		writeJSON(w, &api.Result{})
 	})
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/refuse/call", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusRequestEntityTooLarge)
-		writeJSON(w, map[string]*Error{"error": {Code: "too_large", Message: "over the limit"}})
+		writeJSON(w, map[string]*api.Error{"error": {Code: "too_large", Message: "over the limit"}})
 	})
 	tcp := httptest.NewServer(mux)
 	defer tcp.Close()
@@ -401,7 +401,7 @@ func TestFileBodies(t *testing.T) {
 		}
 		_, err = c.CallRaw(context.Background(), "demo", "refuse", map[string]any{}, io.LimitReader(f, 64<<20), 64<<20)
 		f.Close()
-		var we *Error
+		var we *api.Error
 		if !errors.As(err, &we) || we.Code != "too_large" {
 			t.Errorf("%s: a refusal before the file was read: got %v, want the server's too_large", name, err)
 		}
@@ -430,17 +430,17 @@ func (f *failingSource) Read(p []byte) (int, error) {
 func TestCallStream(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/demo/tools/exec/call", func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Content-Type") != MediaRaw || r.Header.Get("Accept") != MediaNDJSON || r.Header.Get(ArgsHeader) != `{"argv":["cat"]}` {
+		if r.Header.Get("Content-Type") != api.MediaRaw || r.Header.Get("Accept") != api.MediaNDJSON || r.Header.Get(api.ArgsHeader) != `{"argv":["cat"]}` {
 			t.Errorf("request headers %v", r.Header)
 		}
 		_ = http.NewResponseController(w).EnableFullDuplex()
-		w.Header().Set("Content-Type", MediaNDJSON)
+		w.Header().Set("Content-Type", api.MediaNDJSON)
 		enc := json.NewEncoder(w)
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := r.Body.Read(buf)
 			if n > 0 {
-				_ = enc.Encode(Frame{Stdout: buf[:n]})
+				_ = enc.Encode(api.Frame{Stdout: buf[:n]})
 				w.(http.Flusher).Flush()
 			}
 			if err != nil {
@@ -448,11 +448,11 @@ func TestCallStream(t *testing.T) {
 			}
 		}
 		zero := 0
-		_ = enc.Encode(Frame{Result: &gateway.Result{ExitCode: &zero}})
+		_ = enc.Encode(api.Frame{Result: &api.Result{ExitCode: &zero}})
 	})
 	mux.HandleFunc("POST /v1/agents/refused/tools/exec/call", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusForbidden)
-		writeJSON(w, map[string]*Error{"error": {Code: "denied", Message: "no stdin for you"}})
+		writeJSON(w, map[string]*api.Error{"error": {Code: "denied", Message: "no stdin for you"}})
 	})
 	c := unixServer(t, mux)
 	// A guard, not a measure: a client that wrote the whole body before
@@ -478,7 +478,7 @@ func TestCallStream(t *testing.T) {
 	}
 
 	_, err = c.CallStream(ctx, "refused", "exec", args, bytes.NewReader(in), io.Discard, io.Discard)
-	var e *Error
+	var e *api.Error
 	if !errors.As(err, &e) || e.Code != "denied" {
 		t.Fatalf("refusal: got %v", err)
 	}

@@ -20,9 +20,9 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/cli"
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/guest/launcher"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -272,9 +272,9 @@ func TestConstantsAreProto(t *testing.T) {
 		{def("CLI_BINARY"), launcher.CLIBinary},
 		{def("EXIT_ERROR"), cli.ExitError},
 		{def("EXIT_REFUSED"), cli.ExitDenied},
-		{def("ADMIN_SOCKET"), adminclient.SocketName},
-		{def("ADMIN_TOKEN"), adminclient.TokenFile},
-		{def("MEDIA_NDJSON"), adminclient.MediaNDJSON},
+		{def("ADMIN_SOCKET"), api.SocketName},
+		{def("ADMIN_TOKEN"), api.TokenFile},
+		{def("MEDIA_NDJSON"), api.MediaNDJSON},
 	} {
 		if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
 			t.Errorf("the C sources have %v, Go %v", c.got, c.want)

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/guest/launcher"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -73,10 +73,10 @@ func adminHome(t *testing.T, answer string) (home string, got <-chan string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(home) })
-	if err := os.WriteFile(filepath.Join(home, adminclient.TokenFile), []byte(" "+testToken+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, api.TokenFile), []byte(" "+testToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return home, serveOnceAt(t, filepath.Join(home, adminclient.SocketName), answer)
+	return home, serveOnceAt(t, filepath.Join(home, api.SocketName), answer)
 }
 
 type outcome struct {
@@ -264,19 +264,19 @@ func TestFrontHandsOn(t *testing.T) {
 		{"agent to escape", []string{"exec", "a/b", "--", "true"}, nil},
 		{"agent dot", []string{"exec", "..", "--", "true"}, nil},
 		{"no token", []string{"exec", "demo", "--", "true"}, func(t *testing.T, home string) []string {
-			os.Remove(filepath.Join(home, adminclient.TokenFile))
+			os.Remove(filepath.Join(home, api.TokenFile))
 			return []string{"TOOLGATE_HOME=" + home}
 		}},
 		{"empty token", []string{"exec", "demo", "--", "true"}, func(t *testing.T, home string) []string {
-			os.WriteFile(filepath.Join(home, adminclient.TokenFile), []byte(" \n"), 0o600)
+			os.WriteFile(filepath.Join(home, api.TokenFile), []byte(" \n"), 0o600)
 			return []string{"TOOLGATE_HOME=" + home}
 		}},
 		{"token a header cannot hold", []string{"exec", "demo", "--", "true"}, func(t *testing.T, home string) []string {
-			os.WriteFile(filepath.Join(home, adminclient.TokenFile), []byte("a\rb"), 0o600)
+			os.WriteFile(filepath.Join(home, api.TokenFile), []byte("a\rb"), 0o600)
 			return []string{"TOOLGATE_HOME=" + home}
 		}},
 		{"no daemon", []string{"exec", "demo", "--", "true"}, func(t *testing.T, home string) []string {
-			os.Remove(filepath.Join(home, adminclient.SocketName))
+			os.Remove(filepath.Join(home, api.SocketName))
 			return []string{"TOOLGATE_HOME=" + home}
 		}},
 		{"no home at all", []string{"exec", "demo", "--", "true"}, func(t *testing.T, home string) []string { return nil }},

@@ -16,7 +16,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/auditindex"
 	"github.com/toolgate/toolgate/internal/host/gateway"
-	"github.com/toolgate/toolgate/internal/host/wire"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -58,7 +58,7 @@ func TestAuditIndexOneWriter(t *testing.T) {
 				default:
 				}
 				_, err := e.call(a, "exec", map[string]any{"command": fmt.Sprintf("rm -rf /tmp/w%d-%d", w, i)})
-				var we *wire.Error
+				var we *api.Error
 				if !errors.As(err, &we) || we.Rule != "no-rm-rf" {
 					fail("a call under load", err, nil)
 					return
@@ -240,7 +240,7 @@ func TestAuditCLIAsksTheGateway(t *testing.T) {
 		return string(out)
 	}
 	_, err := e.call(a, "exec", map[string]any{"command": "rm -rf /tmp/asked"})
-	var we *wire.Error
+	var we *api.Error
 	if !errors.As(err, &we) || we.ID == "" {
 		t.Fatalf("want a denial with its id, got %v", err)
 	}

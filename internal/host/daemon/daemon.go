@@ -21,7 +21,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/agentloop"
 	"github.com/toolgate/toolgate/internal/host/approval"
 	"github.com/toolgate/toolgate/internal/host/audit"
@@ -49,6 +48,7 @@ import (
 	"github.com/toolgate/toolgate/internal/lib/lockedfile"
 	"github.com/toolgate/toolgate/internal/lib/pidlock"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"k8s.io/client-go/rest"
 )
 
@@ -500,7 +500,7 @@ func (d *Daemon) explain(call *gateway.Call) any {
 	return b.Explain(call)
 }
 
-func (d *Daemon) status(ctx context.Context) ([]adminclient.AgentStatus, error) {
+func (d *Daemon) status(ctx context.Context) ([]api.AgentStatus, error) {
 	d.mu.Lock()
 	agents := d.built.Config.Agents
 	d.mu.Unlock()
@@ -512,24 +512,24 @@ func (d *Daemon) status(ctx context.Context) ([]adminclient.AgentStatus, error) 
 	for _, s := range st {
 		byAgent[s.Agent] = s
 	}
-	var rows []adminclient.AgentStatus
+	var rows []api.AgentStatus
 	for name, a := range agents {
 		s, ok := byAgent[name]
-		row := adminclient.AgentStatus{Agent: name, Image: a.Image, State: sandbox.StateMissing}
+		row := api.AgentStatus{Agent: name, Image: a.Image, State: sandbox.StateMissing}
 		if ok {
 			row.Container, row.Image, row.State, row.StartedAt, row.Error = s.ContainerID, s.Image, s.State, s.StartedAt, s.Error
 			row.Waiting = s.Waiting
 		}
 		rows = append(rows, row)
 	}
-	slices.SortFunc(rows, func(a, b adminclient.AgentStatus) int { return strings.Compare(a.Agent, b.Agent) })
+	slices.SortFunc(rows, func(a, b api.AgentStatus) int { return strings.Compare(a.Agent, b.Agent) })
 	return rows, nil
 }
 
 // listen serves the admin API on HOME/admin.sock (0600) and, when
 // configured, on a loopback TCP address.
 func (d *Daemon) listen(h http.Handler, cfg *config.Config) error {
-	sock := filepath.Join(d.opts.Home, adminclient.SocketName)
+	sock := filepath.Join(d.opts.Home, api.SocketName)
 	if err := removeStaleSocket(sock); err != nil {
 		return err
 	}

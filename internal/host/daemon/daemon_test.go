@@ -23,7 +23,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/auth"
 	"github.com/toolgate/toolgate/internal/host/door/adminapi"
 	"github.com/toolgate/toolgate/internal/host/gateway"
-	"github.com/toolgate/toolgate/internal/host/wire"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -106,7 +106,7 @@ func newHome(t testing.TB, extra envExtra, agents ...string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(home, adminclient.TokenFile), []byte(e.token), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, api.TokenFile), []byte(e.token), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_ = clientBin
@@ -185,7 +185,7 @@ func (e *env) call(agent, tool string, args any) (*gateway.Result, error) {
 func (e *env) raw(method, path, token, body string) (int, map[string]any) {
 	e.t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, adminclient.SocketName))
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, api.SocketName))
 	}}}
 	req, _ := http.NewRequest(method, "http://toolgate"+path, strings.NewReader(body))
 	if token != "" {
@@ -300,7 +300,7 @@ func TestCoreToolsEndToEnd(t *testing.T) {
 	// A write over the limit is refused before it reaches the sandbox; the old file stays.
 	big := strings.Repeat("x", 50<<20)
 	_, err = e.call(a, "write", map[string]any{"path": "odd/with space.txt", "content": big})
-	var we *wire.Error
+	var we *api.Error
 	if !errors.As(err, &we) || we.Code != "bad_request" {
 		t.Fatalf("50 MiB write: %v", err)
 	}
@@ -490,7 +490,7 @@ func TestRestartReattachesAndReloadKeepsCallsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.call(a, "exec", map[string]any{"argv": []string{"cat", "keep.txt"}})
-	var we *wire.Error
+	var we *api.Error
 	if !errors.As(err, &we) || we.Rule != "no-cat" {
 		t.Fatalf("reloaded rule not applied: %v", err)
 	}
@@ -651,7 +651,7 @@ agents:
 	if err != nil || *res.ExitCode == 0 || !strings.Contains(fmt.Sprint(out(res, "stderr")), "not a git repository") {
 		t.Fatalf("git status: %v %+v", err, res)
 	}
-	var we *wire.Error
+	var we *api.Error
 	_, err = e.call(a, "git", map[string]any{"argv": []string{"push", "--force"}})
 	if !errors.As(err, &we) || we.Rule != "no-force-push" {
 		t.Fatalf("force push: %v", err)

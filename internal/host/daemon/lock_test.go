@@ -15,7 +15,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/auditindex"
-	"github.com/toolgate/toolgate/internal/host/wire"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -52,7 +52,7 @@ func TestSecondDaemonTouchesNothing(t *testing.T) {
 	toolgate, _ := testenv.Binaries(t)
 	denied := func() error {
 		_, err := e.call(a, "exec", map[string]any{"command": "rm -rf /tmp/x"})
-		var we *wire.Error
+		var we *api.Error
 		if !errors.As(err, &we) || we.Rule != "no-rm-rf" {
 			return fmt.Errorf("want a no-rm-rf denial, got %v", err)
 		}

@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // TestMetricsEndpoint: /metrics on the admin socket counts a call made
@@ -126,7 +126,7 @@ func TestMetricsModelLabels(t *testing.T) {
 func scrape(t *testing.T, e *env) string {
 	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, adminclient.SocketName))
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, api.SocketName))
 	}}}
 	resp, err := hc.Get("http://toolgate/metrics")
 	if err != nil {

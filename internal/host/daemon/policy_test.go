@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/gateway"
-	"github.com/toolgate/toolgate/internal/host/wire"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // TestAskAPerson: a rule with ask: holds the call until a person answers
@@ -55,14 +54,14 @@ func TestAskAPerson(t *testing.T) {
 	}
 	denied := func(o outcome, want string) {
 		t.Helper()
-		var we *wire.Error
+		var we *api.Error
 		if !errors.As(o.err, &we) || we.Code != "denied" || we.Rule != "ask-touch" || !strings.Contains(we.Message, want) {
 			t.Errorf("want a denial by ask-touch saying %q, got %v", want, o.err)
 		}
 	}
 
 	ch, id := start("touch approved.txt")
-	if err := e.c.Answer(t.Context(), id, adminclient.ApprovalAnswer{Approve: true, Reason: "ok"}); err != nil {
+	if err := e.c.Answer(t.Context(), id, api.ApprovalAnswer{Approve: true, Reason: "ok"}); err != nil {
 		t.Fatal(err)
 	}
 	if o := <-ch; o.err != nil || o.res.ExitCode == nil || *o.res.ExitCode != 0 {
@@ -73,7 +72,7 @@ func TestAskAPerson(t *testing.T) {
 	}
 
 	ch, id = start("touch denied.txt")
-	if err := e.c.Answer(t.Context(), id, adminclient.ApprovalAnswer{Reason: "not now"}); err != nil {
+	if err := e.c.Answer(t.Context(), id, api.ApprovalAnswer{Reason: "not now"}); err != nil {
 		t.Fatal(err)
 	}
 	denied(<-ch, "not now")
@@ -81,7 +80,7 @@ func TestAskAPerson(t *testing.T) {
 	ch, _ = start("touch silent.txt")
 	denied(<-ch, "no one answered within 3s")
 
-	if err := e.c.Answer(t.Context(), "nosuch", adminclient.ApprovalAnswer{Approve: true}); err == nil {
+	if err := e.c.Answer(t.Context(), "nosuch", api.ApprovalAnswer{Approve: true}); err == nil {
 		t.Error("an answer for no waiting call accepted")
 	}
 
@@ -155,7 +154,7 @@ func TestRateLimitSurvivesReload(t *testing.T) {
 	over := func() {
 		t.Helper()
 		_, err := e.call(agent, "exec", map[string]any{"command": "true"})
-		var we *wire.Error
+		var we *api.Error
 		if !errors.As(err, &we) || we.Code != "denied" || we.Rule != "rate.exec" || !strings.Contains(we.Message, "over 2 exec calls per minute") {
 			t.Fatalf("over the rate: %v", err)
 		}
@@ -166,7 +165,7 @@ func TestRateLimitSurvivesReload(t *testing.T) {
 	}
 	over()
 	if res, err := e.call(agent, "read", map[string]any{"path": "."}); err != nil && res == nil {
-		var we *wire.Error
+		var we *api.Error
 		if errors.As(err, &we) && we.Rule == "rate.exec" {
 			t.Errorf("a read was counted against the exec rate")
 		}

@@ -11,9 +11,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/lib/textsafe"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -169,7 +169,7 @@ func TestHostileTextRendered(t *testing.T) {
 			t.Errorf("%s changed: %s", strings.Join(args, " "), got)
 		}
 	}
-	if err := e.c.Answer(ctx, askID, adminclient.ApprovalAnswer{Reason: "no"}); err != nil {
+	if err := e.c.Answer(ctx, askID, api.ApprovalAnswer{Reason: "no"}); err != nil {
 		t.Fatal(err)
 	}
 	<-waiting

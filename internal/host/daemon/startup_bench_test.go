@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/auth"
 	"github.com/toolgate/toolgate/internal/host/sandbox/docker"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/testenv/timing"
 )
@@ -66,7 +67,7 @@ func newFleet(b *testing.B, n int) *fleet {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(f.home, adminclient.TokenFile), []byte(token), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(f.home, api.TokenFile), []byte(token), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	if f.cli, err = client.New(client.FromEnv); err != nil {
@@ -112,12 +113,12 @@ func (f *fleet) stop() {
 }
 
 // firstAnswer polls the admin API until it answers the agents' status.
-func (f *fleet) firstAnswer() ([]adminclient.AgentStatus, error) {
+func (f *fleet) firstAnswer() ([]api.AgentStatus, error) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		c, err := adminclient.Dial(f.home)
 		if err == nil {
-			var rows []adminclient.AgentStatus
+			var rows []api.AgentStatus
 			if rows, err = c.Agents(context.Background()); err == nil {
 				return rows, nil
 			}

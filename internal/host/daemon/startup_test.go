@@ -19,7 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/gateway"
-	"github.com/toolgate/toolgate/internal/host/wire"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -74,7 +74,7 @@ func (g *engineGate) release() { g.once.Do(func() { close(g.open) }) }
 func dashboardRow(t *testing.T, e *env, agent string) string {
 	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, adminclient.SocketName))
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, api.SocketName))
 	}}}
 	req, _ := http.NewRequest("GET", "http://toolgate/ui/", nil)
 	req.Header.Set("Authorization", "Bearer "+e.token)
@@ -96,7 +96,7 @@ func dashboardRow(t *testing.T, e *env, agent string) string {
 	return ""
 }
 
-func agentRow(t *testing.T, c *adminclient.Client, agent string) adminclient.AgentStatus {
+func agentRow(t *testing.T, c *adminclient.Client, agent string) api.AgentStatus {
 	t.Helper()
 	rows, err := c.Agents(context.Background())
 	if err != nil {
@@ -108,7 +108,7 @@ func agentRow(t *testing.T, c *adminclient.Client, agent string) adminclient.Age
 		}
 	}
 	t.Fatalf("agent %s not in %+v", agent, rows)
-	return adminclient.AgentStatus{}
+	return api.AgentStatus{}
 }
 
 // TestAdminAnswersWhileSandboxesStart: the admin API answers before the
@@ -180,7 +180,7 @@ func TestSandboxFailureShownOthersWork(t *testing.T) {
 		t.Fatalf("dashboard row of the broken agent: %s", row)
 	}
 	_, err := e.call(bad, "exec", map[string]any{"argv": []string{"true"}})
-	var we *wire.Error
+	var we *api.Error
 	if !errors.As(err, &we) || we.Code != "sandbox_unavailable" {
 		t.Fatalf("call to the broken agent: %v", err)
 	}

@@ -4,28 +4,27 @@
 package gateway
 
 import (
-	"crypto/rand"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
-	"time"
+
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
-// Kind says what sort of call an entry describes; it is the audit entry's `type`.
-type Kind string
+// Kind says what sort of call an entry describes; it is the audit entry's
+// `type`. The names are the admin API's (api.Kind).
+type Kind = api.Kind
 
 const (
-	KindCore     Kind = "core_tool" // read, write, patch, exec: act inside the sandbox
-	KindTool     Kind = "tool"      // plugin tools: handler runs on the host
-	KindHook     Kind = "hook"      // Claude Code hook gate/tap
-	KindEgress   Kind = "egress"    // outbound connection through the proxy
-	KindModel    Kind = "model"     // a model API request through the model door
-	KindAdmin    Kind = "admin"     // admin API access (e.g. a refused token)
-	KindObserved Kind = "observed"  // what a transcript claims; never a decision
+	KindCore     = api.KindCore     // read, write, patch, exec: act inside the sandbox
+	KindTool     = api.KindTool     // plugin tools: handler runs on the host
+	KindHook     = api.KindHook     // Claude Code hook gate/tap
+	KindEgress   = api.KindEgress   // outbound connection through the proxy
+	KindModel    = api.KindModel    // a model API request through the model door
+	KindAdmin    = api.KindAdmin    // admin API access (e.g. a refused token)
+	KindObserved = api.KindObserved // what a transcript claims; never a decision
 )
 
 // Kinds is every Kind, for checking a name given by a person.
-var Kinds = []Kind{KindCore, KindTool, KindHook, KindEgress, KindModel, KindAdmin, KindObserved}
+var Kinds = api.Kinds
 
 // ViaAdmin is the entry point of the operator's own calls (the admin API,
 // behind an admin token): the only one trusted to ask for host secrets in
@@ -99,18 +98,18 @@ type Shadow struct {
 // The decisions an audit entry can carry: Verdict's, and those of the
 // entries that record what happened rather than decide (Observation).
 const (
-	VerdictAllow    = "allow"
-	VerdictDeny     = "deny"
-	VerdictAsk      = "ask"
-	VerdictReported = "reported" // Claude Code's tap: a tool ran
-	VerdictObserved = "observed" // a transcript's claim
+	VerdictAllow    = api.VerdictAllow
+	VerdictDeny     = api.VerdictDeny
+	VerdictAsk      = api.VerdictAsk
+	VerdictReported = api.VerdictReported // Claude Code's tap: a tool ran
+	VerdictObserved = api.VerdictObserved // a transcript's claim
 )
 
-// Verdicts is every decision an entry can carry.
-var Verdicts = []string{VerdictAllow, VerdictDeny, VerdictAsk, VerdictReported, VerdictObserved}
-
-// Phases is every phase an entry can be in.
-var Phases = []string{PhaseDecision, PhaseResult, PhaseAsk}
+// Verdicts is every decision an entry can carry; Phases every phase.
+var (
+	Verdicts = api.Verdicts
+	Phases   = api.Phases
+)
 
 // Verdict renders the decision as it appears in the audit log.
 func (d Decision) Verdict() string {
@@ -123,10 +122,5 @@ func (d Decision) Verdict() string {
 	return VerdictDeny
 }
 
-// NewID returns a time-ordered, random call id: sortable by creation, unguessable.
-func NewID() string {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixNano()))
-	_, _ = rand.Read(b[8:])
-	return hex.EncodeToString(b[:])
-}
+// NewID returns a time-ordered, random call id (api.NewID).
+func NewID() string { return api.NewID() }

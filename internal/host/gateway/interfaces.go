@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // Decider is policy: it decides one prepared call. It must not block on I/O.
@@ -119,13 +121,8 @@ type Streams struct {
 	Stderr io.Writer
 }
 
-// Result is what a finished call returns.
-type Result struct {
-	ExitCode *int `json:"exitCode,omitempty"`
-	// Output is the tool-specific result body (read text, exec output …).
-	Output any    `json:"output,omitempty"`
-	Error  string `json:"error,omitempty"`
-}
+// Result is what a finished call returns (api.Result: the admin API's).
+type Result = api.Result
 
 // Sandbox is one agent's isolated environment, as the core tools need it.
 type Sandbox interface {

@@ -18,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/auditindex"
 	"github.com/toolgate/toolgate/internal/host/auth"
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/proto/auditquery"
 )
 
@@ -117,7 +118,7 @@ func TestAuditRoutes(t *testing.T) {
 	}
 
 	x.Close() // as while another process holds the writer's lock
-	var we *adminclient.Error
+	var we *api.Error
 	if _, err := c.AuditFind(ctx, auditquery.Query{}); !errors.As(err, &we) || we.Code != "unavailable" {
 		t.Errorf("an index not open here: %v, want unavailable", err)
 	}

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // countTool says "start" on its stdout, then counts its stdin: a command
@@ -49,8 +49,8 @@ func TestStreamedStdinFullDuplex(t *testing.T) {
 	}
 	req.ContentLength = -1 // chunked, as a stream of unknown length goes
 	req.Header.Set("Authorization", "Bearer "+e.adminTok)
-	req.Header.Set("Content-Type", adminclient.MediaRaw)
-	req.Header.Set("Accept", adminclient.MediaNDJSON)
+	req.Header.Set("Content-Type", api.MediaRaw)
+	req.Header.Set("Accept", api.MediaNDJSON)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestStreamedStdinFullDuplex(t *testing.T) {
 	var out strings.Builder
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		var fr adminclient.Frame
+		var fr api.Frame
 		if err := json.Unmarshal(sc.Bytes(), &fr); err != nil {
 			t.Fatalf("frame %q: %v", sc.Bytes(), err)
 		}

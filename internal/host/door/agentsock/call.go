@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/wire"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // Rules of the socket's refusals of a request it could not read as a call.
@@ -64,10 +65,10 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 		if err == nil && int64(len(raw)) > s.opts.MaxHeader {
 			err = fmt.Errorf("%w: request body over the limit of %d bytes", ErrTooLarge, s.opts.MaxHeader)
 		}
-	case wire.MediaNDJSON:
+	case api.MediaNDJSON:
 		// Stdin frames are read while output frames are written.
 		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
-			wire.WriteError(w, http.StatusInternalServerError, &wire.Error{Code: "internal", Message: err.Error()})
+			wire.WriteError(w, http.StatusInternalServerError, &api.Error{Code: "internal", Message: err.Error()})
 			return
 		}
 		body = bodyReaders.Get().(*bufio.Reader)
@@ -83,7 +84,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 			err = fmt.Errorf("%w: empty request: the first frame must be the call header", ErrMalformed)
 		}
 	default:
-		dec := gateway.Decision{Rule: RuleMalformed, Reason: "Content-Type must be application/json or " + wire.MediaNDJSON}
+		dec := gateway.Decision{Rule: RuleMalformed, Reason: "Content-Type must be application/json or " + api.MediaNDJSON}
 		wire.Refused(w, http.StatusUnsupportedMediaType, "bad_request", s.gw.Refuse(agent, call, dec))
 		return
 	}

@@ -10,12 +10,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/approval"
 	"github.com/toolgate/toolgate/internal/host/auditindex"
 	"github.com/toolgate/toolgate/internal/host/auth"
 	"github.com/toolgate/toolgate/internal/host/config"
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 func TestSafeNext(t *testing.T) {
@@ -96,7 +96,7 @@ func TestAccess(t *testing.T) {
 	mcpTok, _, _ := store.Create(auth.ScopeMCP, "a", 0)
 	var refused []string
 	d := New(Options{Tokens: store, Approvals: approval.New(nil),
-		Agents:   func(context.Context) ([]adminclient.AgentStatus, error) { return nil, nil },
+		Agents:   func(context.Context) ([]api.AgentStatus, error) { return nil, nil },
 		Config:   func() *config.Config { return &config.Config{} },
 		OnRefuse: func(r *http.Request, reason string) { refused = append(refused, reason) }})
 	defer d.Close()

@@ -30,6 +30,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/hookcall"
 	"github.com/toolgate/toolgate/internal/host/wire"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/proto/hooks"
 )
 
@@ -275,7 +276,7 @@ func (s *Server) postToolUse(w http.ResponseWriter, r *http.Request) {
 	id, dup, err := s.record(agent, hooks.EventID(in), tapObservation(agent, in, call))
 	switch {
 	case err != nil:
-		wire.WriteError(w, http.StatusServiceUnavailable, &wire.Error{Code: "unavailable", Message: err.Error()})
+		wire.WriteError(w, http.StatusServiceUnavailable, &api.Error{Code: "unavailable", Message: err.Error()})
 	case dup:
 		writeJSON(w, http.StatusOK, TapAnswer{Duplicate: true})
 	default:
@@ -364,7 +365,7 @@ func (s *Server) Ingest() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		agent := r.PathValue("agent")
 		if _, ok := s.opts.Gateway.Snapshot().Agents[agent]; !ok {
-			wire.WriteError(w, http.StatusNotFound, &wire.Error{Code: "not_found", Message: fmt.Sprintf("unknown agent %q", agent)})
+			wire.WriteError(w, http.StatusNotFound, &api.Error{Code: "not_found", Message: fmt.Sprintf("unknown agent %q", agent)})
 			return
 		}
 		ans, err := s.IngestStream(agent, r.Body)
@@ -373,7 +374,7 @@ func (s *Server) Ingest() http.Handler {
 			if errors.Is(err, errAudit) {
 				status = http.StatusServiceUnavailable
 			}
-			wire.WriteError(w, status, &wire.Error{Code: http.StatusText(status), Message: err.Error()})
+			wire.WriteError(w, status, &api.Error{Code: http.StatusText(status), Message: err.Error()})
 			return
 		}
 		writeJSON(w, http.StatusOK, ans)

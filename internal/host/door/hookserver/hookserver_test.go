@@ -19,8 +19,8 @@ import (
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/hookcall"
 	"github.com/toolgate/toolgate/internal/host/policy"
-	"github.com/toolgate/toolgate/internal/host/wire"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -328,7 +328,7 @@ func TestTapFailureAndBadInput(t *testing.T) {
 	// naming its entry.
 	for _, body := range []string{"", "{", string(sample(t, "hook-input-PreToolUse-Bash.json")), `{"hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":[]}`} {
 		status, b := e.post(t, proto.PostToolUsePath, []byte(body))
-		var ans struct{ Error *wire.Error }
+		var ans struct{ Error *api.Error }
 		if status != http.StatusBadRequest || json.Unmarshal(b, &ans) != nil || ans.Error == nil || ans.Error.Rule != RuleInput {
 			t.Fatalf("tap of %.40q: %d %s, want 400 with rule %s", body, status, b, RuleInput)
 		}

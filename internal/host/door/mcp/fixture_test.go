@@ -14,7 +14,6 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/auth"
 	"github.com/toolgate/toolgate/internal/host/config"
@@ -24,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/plugin"
 	"github.com/toolgate/toolgate/internal/host/policy"
 	"github.com/toolgate/toolgate/internal/host/upstream"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // testConfig: agent a has echo and no patch, and a rule denying "forbidden";
@@ -139,7 +139,7 @@ func newFixtureOn(t testing.TB, cfgYAML string, opts Options, pool *upstream.Poo
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", auth.Require(f.tokens, auth.ScopeMCP, RouteOptions(nil))(f.door.Handler(TokenIdentity)))
 	api := &adminapi.Server{Gateway: f.gw, Tokens: f.tokens,
-		Status: func(context.Context) ([]adminclient.AgentStatus, error) { return nil, nil }}
+		Status: func(context.Context) ([]api.AgentStatus, error) { return nil, nil }}
 	mux.Handle("/v1/", api.Handler())
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)

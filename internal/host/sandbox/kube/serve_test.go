@@ -21,7 +21,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/daemon"
 	"github.com/toolgate/toolgate/internal/host/kubeagents"
 	"github.com/toolgate/toolgate/internal/host/sandbox/kube"
-	"github.com/toolgate/toolgate/internal/host/wire"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -81,7 +81,7 @@ plugins:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(home, adminclient.TokenFile), []byte(tok), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, api.TokenFile), []byte(tok), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// An Agent a gateway on a node that is gone had: this gateway takes it over.
@@ -147,7 +147,7 @@ plugins:
 	}
 	for _, s := range steps {
 		res, err := cl.Call(ctx, name, s.tool, s.args, nil, nil)
-		var denied *wire.Error
+		var denied *api.Error
 		switch {
 		case s.denied && (!errors.As(err, &denied) || denied.Code != "denied" || denied.Rule != "no-forbidden"):
 			t.Errorf("%s %v: got %v, want a denial", s.tool, s.args, err)
@@ -182,7 +182,7 @@ plugins:
 	if err := os.WriteFile(filepath.Join(ctxDir, "address"), []byte(admin+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(ctxDir, adminclient.TokenFile), []byte(tok), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(ctxDir, api.TokenFile), []byte(tok), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cli := func(args ...string) (string, error) {
