@@ -6,6 +6,7 @@ package gateway
 import (
 	"encoding/json"
 
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
@@ -87,13 +88,9 @@ type Decision struct {
 	Shadow *Shadow `json:"shadow,omitempty"`
 }
 
-// Shadow is the would-be decision of shadow-mode rules.
-type Shadow struct {
-	Verdict string   `json:"verdict"` // allow or deny, had the shadow rules been enforced
-	Rule    string   `json:"rule"`
-	Reason  string   `json:"reason,omitempty"`
-	Matched []string `json:"matched"` // every shadow rule that matched
-}
+// Shadow is the would-be decision of shadow-mode rules; the gate's answer
+// carries it too (proto.Shadow).
+type Shadow = proto.Shadow
 
 // The decisions an audit entry can carry: Verdict's, and those of the
 // entries that record what happened rather than decide (Observation).

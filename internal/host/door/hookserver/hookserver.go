@@ -145,10 +145,9 @@ func (s *Server) Mount(srv *agentsock.Server) {
 	srv.Handle("POST "+proto.PostToolUsePath, http.HandlerFunc(s.postToolUse))
 }
 
-// GateAnswer is the gate route's 200 body: the decision and the audit id.
-type GateAnswer struct {
-	gateway.Decision
-	ID string `json:"id,omitempty"`
+// gateAnswer is the gate route's 200 body for a decision and its audit id.
+func gateAnswer(d gateway.Decision, id string) proto.GateAnswer {
+	return proto.GateAnswer{Allow: d.Allow, Rule: d.Rule, Reason: d.Reason, Ask: d.Ask, Shadow: d.Shadow, ID: id}
 }
 
 // TapAnswer is the tap route's 200 body.
@@ -190,9 +189,9 @@ func (s *Server) preToolUse(w http.ResponseWriter, r *http.Request) {
 	var denied *gateway.DeniedError
 	switch {
 	case err == nil:
-		writeJSON(w, http.StatusOK, GateAnswer{Decision: gateway.Decision{Allow: true}, ID: call.ID})
+		writeJSON(w, http.StatusOK, gateAnswer(gateway.Decision{Allow: true}, call.ID))
 	case errors.As(err, &denied):
-		writeJSON(w, http.StatusOK, GateAnswer{Decision: denied.Decision, ID: denied.ID})
+		writeJSON(w, http.StatusOK, gateAnswer(denied.Decision, denied.ID))
 	default: // the audit could not record the decision: the client fails closed
 		status, e := wire.ErrorFor(err)
 		wire.WriteError(w, status, e)
@@ -208,7 +207,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, agent string, in
 		wire.WriteError(w, status, e)
 		return
 	}
-	writeJSON(w, http.StatusOK, GateAnswer{Decision: denied.Decision, ID: denied.ID})
+	writeJSON(w, http.StatusOK, gateAnswer(denied.Decision, denied.ID))
 }
 
 // refusal is the call of a hook request refused before it became one: what

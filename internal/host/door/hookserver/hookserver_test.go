@@ -131,13 +131,13 @@ func (e *env) post(t testing.TB, path string, body []byte) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-func (e *env) gate(t testing.TB, body []byte) GateAnswer {
+func (e *env) gate(t testing.TB, body []byte) proto.GateAnswer {
 	t.Helper()
 	status, b := e.post(t, proto.PreToolUsePath, body)
 	if status != http.StatusOK {
 		t.Fatalf("gate: %d %s", status, b)
 	}
-	var ga GateAnswer
+	var ga proto.GateAnswer
 	if err := json.Unmarshal(b, &ga); err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestGateDecides(t *testing.T) {
 				t.Fatalf("no audit entry for %s", ga.ID)
 			}
 			d := got[0]
-			if d.Phase != gateway.PhaseDecision || d.Decision != ga.Verdict() || d.Via != hookcall.ViaHook || d.Detail["tool_use_id"] == nil || d.Detail["peer"] == nil {
+			if d.Phase != gateway.PhaseDecision || d.Decision != (gateway.Decision{Allow: ga.Allow, Ask: ga.Ask}).Verdict() || d.Via != hookcall.ViaHook || d.Detail["tool_use_id"] == nil || d.Detail["peer"] == nil {
 				t.Fatalf("decision entry %+v", d)
 			}
 		})
@@ -407,7 +407,7 @@ func FuzzGate(f *testing.F) {
 	e := newEnvIn(f, testenv.SmallFS(f, testenv.FSTmpfs, 1<<30), "demo", "", "")
 	f.Fuzz(func(t *testing.T, body []byte) {
 		status, b := e.post(t, proto.PreToolUsePath, body)
-		var ga GateAnswer
+		var ga proto.GateAnswer
 		if status != http.StatusOK || json.Unmarshal(b, &ga) != nil {
 			t.Fatalf("%d %s", status, b)
 		}
