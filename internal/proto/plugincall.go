@@ -1,4 +1,4 @@
-package agentsock
+package proto
 
 import (
 	"bufio"
@@ -9,6 +9,9 @@ import (
 	"io"
 	"path"
 )
+
+// The plugin call as the launcher sends it on the agent socket
+// (docs/protocol.md, "The launcher"): a header, then stdin frames, NDJSON.
 
 // maxHint bounds the correlation hints: they are ids, not documents.
 const maxHint = 256
@@ -35,10 +38,10 @@ var (
 	ErrMalformed = errors.New("malformed")
 )
 
-// ParseHeader decodes and checks a call header. workspace is where cwd must
+// ParseCallHeader decodes and checks a call header. workspace is where cwd must
 // lie (as the sandbox sees it); a header refused for its cwd is returned
 // with the error, so the refusal can be recorded with its arguments.
-func ParseHeader(b []byte, workspace string) (*CallHeader, error) {
+func ParseCallHeader(b []byte, workspace string) (*CallHeader, error) {
 	var h CallHeader
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -52,13 +55,13 @@ func ParseHeader(b []byte, workspace string) (*CallHeader, error) {
 		return nil, fmt.Errorf("%w: session and parent are at most %d bytes", ErrMalformed, maxHint)
 	}
 	if h.Cwd != "" && !Within(h.Cwd, workspace) {
-		return &h, fmt.Errorf("%w: cwd %q is outside the workspace %s", errCwd, h.Cwd, workspace)
+		return &h, fmt.Errorf("%w: cwd %q is outside the workspace %s", ErrCwd, h.Cwd, workspace)
 	}
 	return &h, nil
 }
 
-// errCwd marks a well-formed header the gateway refuses (and records).
-var errCwd = errors.New("cwd refused")
+// ErrCwd marks a well-formed header the gateway refuses (and records).
+var ErrCwd = errors.New("cwd refused")
 
 // Within reports whether p is an absolute path at or below dir once cleaned.
 func Within(p, dir string) bool {
@@ -82,10 +85,10 @@ func (h *CallHeader) Args() json.RawMessage {
 	return b
 }
 
-// readLine returns the next NDJSON line without its newline, at most max
+// ReadLine returns the next NDJSON line of a request without its newline, at most max
 // bytes; io.EOF only when no bytes are left. A last line without a newline
 // counts.
-func readLine(r *bufio.Reader, max int64) ([]byte, error) {
+func ReadLine(r *bufio.Reader, max int64) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := r.ReadSlice('\n')
@@ -162,7 +165,7 @@ func (s *StdinReader) WriteTo(w io.Writer) (int64, error) {
 // io.ErrUnexpectedEOF.
 func (s *StdinReader) next() error {
 	for {
-		line, err := readLine(s.r, s.max)
+		line, err := ReadLine(s.r, s.max)
 		if errors.Is(err, io.EOF) {
 			return io.ErrUnexpectedEOF
 		}

@@ -1,4 +1,4 @@
-package agentsock
+package proto
 
 import (
 	"bufio"
@@ -71,9 +71,9 @@ func FuzzParseHeader(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := ParseHeader(b, "/workspace")
+		h, err := ParseCallHeader(b, "/workspace")
 		if err != nil {
-			if !errors.Is(err, ErrMalformed) && !errors.Is(err, errCwd) {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrCwd) {
 				t.Fatalf("unclassified error %v", err)
 			}
 			return
