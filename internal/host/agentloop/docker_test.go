@@ -20,8 +20,8 @@ import (
 	"github.com/toolgate/toolgate/internal/host/door/modeldoor/scripted"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/model"
-	"github.com/toolgate/toolgate/internal/host/sandbox"
 	"github.com/toolgate/toolgate/internal/host/sandbox/docker"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -80,7 +80,7 @@ agents:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	if _, err := m.BuildDefaultImage(ctx, sandbox.DefaultImage, false); err != nil {
+	if _, err := m.BuildDefaultImage(ctx, proto.DefaultImage, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.SetSpecs(b.Specs(clientBin)); err != nil {

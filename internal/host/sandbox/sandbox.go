@@ -17,12 +17,6 @@ import (
 	"github.com/toolgate/toolgate/internal/proto"
 )
 
-// Defaults of an agent's sandbox.
-const (
-	DefaultUser  = "1000:1000"
-	DefaultImage = "toolgate/sandbox:latest"
-)
-
 // AgentSpec is everything that defines an agent's sandbox. Two equal specs
 // give the same sandbox; a changed spec means the sandbox is recreated.
 type AgentSpec struct {
@@ -84,7 +78,7 @@ func (s AgentSpec) Validate() error {
 // UserOrDefault is the sandbox user, 1000:1000 when unset.
 func (s AgentSpec) UserOrDefault() string {
 	if s.User == "" {
-		return DefaultUser
+		return proto.DefaultUser
 	}
 	return s.User
 }

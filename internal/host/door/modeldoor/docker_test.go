@@ -67,7 +67,7 @@ agents:
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if _, err := m.BuildDefaultImage(ctx, sandbox.DefaultImage, false); err != nil {
+	if _, err := m.BuildDefaultImage(ctx, proto.DefaultImage, false); err != nil {
 		t.Fatal(err)
 	}
 	specs := b.Specs(clientBin)

@@ -19,6 +19,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // UpParallel bounds the containers created or started at once (Up, and a
@@ -160,7 +161,7 @@ func (m *Manager) Up(ctx context.Context, specs []sandbox.AgentSpec) (done <-cha
 		}
 		if err := m.BuildDefaultImageFor(ctx, specs); err != nil {
 			jobs = slices.DeleteFunc(jobs, func(j job) bool {
-				if j.spec.Image != sandbox.DefaultImage {
+				if j.spec.Image != proto.DefaultImage {
 					return false
 				}
 				j.b.boot.end(notStarted(j.spec.Agent, err))
@@ -358,7 +359,7 @@ func sameVersion(a, b fileSum) bool {
 // and it is missing or out of date.
 func (m *Manager) BuildDefaultImageFor(ctx context.Context, specs []sandbox.AgentSpec) error {
 	for _, s := range specs {
-		if s.Image == sandbox.DefaultImage {
+		if s.Image == proto.DefaultImage {
 			if _, err := m.BuildDefaultImage(ctx, s.Image, false); err != nil {
 				return fmt.Errorf("building the default sandbox image: %w", err)
 			}
