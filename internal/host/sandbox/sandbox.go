@@ -1,7 +1,10 @@
-// Package sandbox holds what every sandbox backend shares: the agent's
-// sandbox spec, the in-sandbox layout, and the argv of the in-sandbox
-// client that wraps each exec. Backends (internal/host/sandbox/docker) implement
-// gateway.Sandbox and gateway.Sandboxes on top of it.
+// Package sandbox is the sandbox backend contract (Backend: what the
+// daemon drives, what each method promises) and what every backend
+// shares: the agent's sandbox spec, the in-sandbox layout, the argv of
+// the in-sandbox client that wraps each exec, the agents' registry and
+// handles, the queue their calls wait in. The backends (sandbox/docker,
+// sandbox/kube) implement Backend on top of it; sandbox/hostexec is the
+// host side of the in-sandbox client they share.
 package sandbox
 
 import (

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -70,11 +71,7 @@ type Options struct {
 	PullPolicy corev1.PullPolicy
 	// StartTimeout bounds how long a new pod may take to run; 0: 2 minutes.
 	StartTimeout time.Duration
-	// OnPod, when set, is told each time an agent's pod was created or
-	// adopted, with the path the gateway is to listen on for it (the
-	// socket in the new pod's volume): the agent socket follows the pod.
-	OnPod  func(spec sandbox.AgentSpec, socketPath string) error
-	Logger *slog.Logger
+	Logger       *slog.Logger
 }
 
 // Manager owns the agents' sandbox pods.
@@ -90,16 +87,24 @@ type Manager struct {
 	size       resource.Quantity
 	pull       corev1.PullPolicy
 	startWait  time.Duration
-	onPod      func(sandbox.AgentSpec, string) error
 	log        *slog.Logger
 
 	agents *sandbox.Registry[Sandbox]
 
 	mu     sync.Mutex
 	policy bool // the NetworkPolicy is known to exist
+	// An agent's socket is in its current pod's volume, so it is known
+	// only once the pod runs, and moves when the pod is made anew:
+	// socks holds each agent's, and serve (ServeSockets) is told of a move.
+	socks map[string]sandbox.Socket
+	serve func([]sandbox.Socket) error
+	specs []sandbox.AgentSpec // the last SetSpecs'
 }
 
-var _ gateway.Sandboxes = (*Manager)(nil)
+var (
+	_ sandbox.Backend     = (*Manager)(nil)
+	_ sandbox.SocketMover = (*Manager)(nil)
+)
 
 // New connects to the API server and checks that the namespace exists.
 func New(ctx context.Context, opts Options) (*Manager, error) {
@@ -129,7 +134,8 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	m := &Manager{
 		cs: cs, cfg: opts.Config, ns: opts.Namespace, instance: opts.Instance, node: opts.Node,
 		kubeletDir: cmp.Or(opts.KubeletDir, DefaultKubeletDir), links: cmp.Or(opts.SocketLinks, DefaultSocketLinks), class: opts.StorageClass, size: size,
-		pull: cmp.Or(opts.PullPolicy, corev1.PullIfNotPresent), startWait: opts.StartTimeout, onPod: opts.OnPod, log: opts.Logger,
+		pull: cmp.Or(opts.PullPolicy, corev1.PullIfNotPresent), startWait: opts.StartTimeout, log: opts.Logger,
+		socks: map[string]sandbox.Socket{},
 	}
 	m.agents = sandbox.NewRegistry(func(agent string) *Sandbox {
 		b := &Sandbox{m: m, agent: agent}
@@ -158,6 +164,9 @@ func (m *Manager) ClaimName(agent string) string { return objectName(m.instance,
 // recreated on its next use, so calls in flight finish in the pod they
 // started in; launchers follow the tools at once.
 func (m *Manager) SetSpecs(specs []sandbox.AgentSpec) error {
+	m.mu.Lock()
+	m.specs = specs
+	m.mu.Unlock()
 	return m.agents.Configure(specs, func(b *Sandbox, s sandbox.AgentSpec, changed bool) error {
 		if changed {
 			b.h.MarkStale()
@@ -198,17 +207,69 @@ func (m *Manager) Ensure(ctx context.Context, spec sandbox.AgentSpec) (*Sandbox,
 		return nil, fmt.Errorf("sandbox for agent %q: %w", spec.Agent, err)
 	}
 	b.h.Set(podRef{pod.Name, pod.UID}, spec)
-	if m.onPod != nil {
-		p, err := m.SocketPath(b)
-		if err == nil {
-			err = m.onPod(spec, p)
-		}
-		if err != nil {
-			b.h.MarkStale()
-			return nil, fmt.Errorf("sandbox for agent %q: its socket: %w", spec.Agent, err)
-		}
+	if err := m.moveSocket(b, spec); err != nil {
+		b.h.MarkStale()
+		return nil, fmt.Errorf("sandbox for agent %q: its socket: %w", spec.Agent, err)
 	}
 	return b, nil
+}
+
+// moveSocket moves the agent's socket into its new pod's volume, before
+// the call that made the pod runs.
+func (m *Manager) moveSocket(b *Sandbox, spec sandbox.AgentSpec) error {
+	p, err := m.SocketPath(b)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.socks[spec.Agent] = spec.Socket(p)
+	serve, specs := m.serve, slices.Clone(m.specs)
+	m.mu.Unlock()
+	if serve == nil {
+		return nil // the daemon's first Sockets serves it
+	}
+	return serve(m.Sockets(specs))
+}
+
+// Sockets are the sockets of the agents of specs whose pod runs.
+func (m *Manager) Sockets(specs []sandbox.AgentSpec) []sandbox.Socket {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var socks []sandbox.Socket
+	for _, s := range specs {
+		if k, ok := m.socks[s.Agent]; ok {
+			socks = append(socks, k)
+		}
+	}
+	return socks
+}
+
+// ServeSockets has set told of the sockets each time one moves.
+func (m *Manager) ServeSockets(set func([]sandbox.Socket) error) {
+	m.mu.Lock()
+	m.serve = set
+	m.mu.Unlock()
+}
+
+// Describe names the backend and this gateway's node.
+func (m *Manager) Describe() []any {
+	return []any{"backend", "kubernetes", "node", m.node}
+}
+
+// Up brings the pods up one after the other (each waits for its pod to
+// run; the API server and the node pace them anyway); a pod that does not
+// come up is logged, and its next call tries again.
+func (m *Manager) Up(ctx context.Context, specs []sandbox.AgentSpec) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, s := range specs {
+			if _, err := m.Sync(ctx, s); err != nil && ctx.Err() == nil {
+				m.log.Error("sandbox pod not up", "agent", s.Agent, "err", err)
+			}
+		}
+	}()
+	return done
 }
 
 // Sync is Ensure for a configuration reload: a sandbox whose spec changed
@@ -477,6 +538,19 @@ func (m *Manager) Status(ctx context.Context) ([]sandbox.Status, error) {
 		st.Waiting = b.h.Queue().Waiting()
 		return st, err
 	})
+}
+
+// PodOf is the agent's pod and its phase (the Agent resource's status);
+// no name when it has none.
+func (m *Manager) PodOf(ctx context.Context, agent string) (pod, phase string, err error) {
+	st, err := m.PodStatus(ctx, agent)
+	if err != nil {
+		return "", "", err
+	}
+	if st.State == sandbox.StateMissing {
+		return "", st.State, nil
+	}
+	return m.PodName(agent), st.State, nil
 }
 
 // PodStatus reports the agent's sandbox pod: its UID as the container,
