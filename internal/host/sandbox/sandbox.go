@@ -206,6 +206,11 @@ type Status struct {
 // StateMissing is the State of a sandbox that does not exist.
 const StateMissing = "missing"
 
+// ErrGone is wrapped by the error of a call whose sandbox went away under
+// it (removed, killed, its pod deleted): the sandbox is made anew on the
+// next call.
+var ErrGone = errors.New("sandbox gone")
+
 // RunArgv wraps argv in the in-sandbox client, which enters cwd ("" keeps
 // the sandbox's), adds env, puts argv in its own process group, enforces
 // the timeout on the whole group and records the group under callID so

@@ -133,7 +133,7 @@ func (s *Sandbox) execEngine(ctx context.Context, spec *gateway.ExecSpec, callID
 			return nil, werr
 		}
 		out, err := s.finish(ctx, execID, copyErr, spec.Timeout, time.Since(start))
-		if err != nil && !errors.Is(err, errStopped) {
+		if err != nil && !errors.Is(err, sandbox.ErrGone) {
 			// The output broke off (a failed writer, a lost stream)
 			// with the call perhaps still running: it must not go on
 			// unwatched.
@@ -167,7 +167,7 @@ func (s *Sandbox) finish(ctx context.Context, execID string, copyErr error, time
 		stopped, eerr := s.stopping(ctx)
 		if stopped {
 			s.h.MarkStale()
-			return nil, fmt.Errorf("sandbox container for agent %s stopped during the call: %w", s.agent, errStopped)
+			return nil, fmt.Errorf("sandbox container for agent %s stopped during the call: %w", s.agent, sandbox.ErrGone)
 		}
 		if eerr != nil {
 			return nil, fmt.Errorf("exec in the sandbox of agent %s: %w", s.agent, eerr)

@@ -55,7 +55,7 @@ func (s *Sandbox) viaExecutor(ctx context.Context, req *proto.ExecRequest, stdin
 	stopped, eerr := s.stopping(ctx)
 	if stopped {
 		s.h.MarkStale()
-		return nil, fmt.Errorf("sandbox container for agent %s stopped during the call: %w", s.agent, errStopped)
+		return nil, fmt.Errorf("sandbox container for agent %s stopped during the call: %w", s.agent, sandbox.ErrGone)
 	}
 	if eerr != nil {
 		return nil, fmt.Errorf("exec: %v, and %w", err, eerr)

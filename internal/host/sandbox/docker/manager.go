@@ -640,9 +640,6 @@ func (m *Manager) Remove(ctx context.Context, agent string) error {
 	return err
 }
 
-// errStopped is wrapped by errors about a container that died mid-call.
-var errStopped = errors.New("sandbox container stopped")
-
 // errEngine is wrapped by errors about an Engine that could not be asked.
 // It says nothing about the container, which is left as it is (not marked
 // for recreation): its warm executor may answer still.

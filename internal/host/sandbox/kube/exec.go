@@ -25,9 +25,6 @@ import (
 	"github.com/toolgate/toolgate/internal/proto"
 )
 
-// ErrPodGone is wrapped by errors about a pod that went away during a call.
-var ErrPodGone = errors.New("sandbox pod went away during the call")
-
 // Sandbox is one agent's pod. The handle stays valid across recreations:
 // it always points at the agent's current pod.
 type Sandbox struct {
@@ -160,7 +157,7 @@ func (s *Sandbox) gone(ctx context.Context) error {
 		return nil
 	}
 	s.h.MarkStale()
-	return fmt.Errorf("sandbox pod of agent %s %s: %w", s.agent, why, ErrPodGone)
+	return fmt.Errorf("sandbox pod of agent %s %s: %w", s.agent, why, sandbox.ErrGone)
 }
 
 // podGone asks the API server whether the pod the call ran in is going or
