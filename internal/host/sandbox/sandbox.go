@@ -203,8 +203,11 @@ type Status struct {
 	Waiting     int    // calls waiting for their turn in its queue (Queue)
 }
 
-// StateMissing is the State of a sandbox that does not exist.
-const StateMissing = "missing"
+// States every backend reports alike (Status); others are the backend's.
+const (
+	StateMissing = "missing" // there is no sandbox
+	StateRunning = "running" // it runs
+)
 
 // ErrGone is wrapped by the error of a call whose sandbox went away under
 // it (removed, killed, its pod deleted): the sandbox is made anew on the

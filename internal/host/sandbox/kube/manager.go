@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -531,19 +532,22 @@ func (m *Manager) writeLaunchers(uid types.UID, spec sandbox.AgentSpec) error {
 	return os.Rename(p+".tmp", p)
 }
 
-// Status reports each configured agent's sandbox pod.
+// Status reports each configured agent's sandbox pod: its UID as the
+// container, its phase in lower case as the state (running, pending …, as
+// Docker's are).
 func (m *Manager) Status(ctx context.Context) ([]sandbox.Status, error) {
 	return m.agents.Status(func(agent string, b *Sandbox) (sandbox.Status, error) {
-		st, err := m.PodStatus(ctx, agent)
+		st, err := m.podStatus(ctx, agent)
+		st.State = strings.ToLower(st.State)
 		st.Waiting = b.h.Queue().Waiting()
 		return st, err
 	})
 }
 
-// PodOf is the agent's pod and its phase (the Agent resource's status);
-// no name when it has none.
+// PodOf is the agent's pod and its phase as Kubernetes spells it (the
+// Agent resource's status); no name when it has none.
 func (m *Manager) PodOf(ctx context.Context, agent string) (pod, phase string, err error) {
-	st, err := m.PodStatus(ctx, agent)
+	st, err := m.podStatus(ctx, agent)
 	if err != nil {
 		return "", "", err
 	}
@@ -553,9 +557,9 @@ func (m *Manager) PodOf(ctx context.Context, agent string) (pod, phase string, e
 	return m.PodName(agent), st.State, nil
 }
 
-// PodStatus reports the agent's sandbox pod: its UID as the container,
+// podStatus reports the agent's sandbox pod: its UID as the container,
 // its phase as the state.
-func (m *Manager) PodStatus(ctx context.Context, agent string) (sandbox.Status, error) {
+func (m *Manager) podStatus(ctx context.Context, agent string) (sandbox.Status, error) {
 	st := sandbox.Status{Agent: agent, State: sandbox.StateMissing}
 	pod, err := m.cs.CoreV1().Pods(m.ns).Get(ctx, m.PodName(agent), metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
