@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -173,8 +174,14 @@ func (m *Manager) SetSpecs(specs []sandbox.AgentSpec) error {
 			b.h.MarkStale()
 			return nil
 		}
-		if _, uid := b.Pod(); uid != "" {
-			return m.writeLaunchers(uid, s)
+		if _, uid := b.Pod(); uid != "" && !b.h.Stale() {
+			err := m.writeLaunchers(uid, s)
+			if errors.Is(err, fs.ErrNotExist) {
+				// Its pod was deleted underneath: a new one gets them.
+				b.h.MarkStale()
+				return nil
+			}
+			return err
 		}
 		return nil
 	})
@@ -516,8 +523,13 @@ func (m *Manager) SocketPath(sb *Sandbox) (string, error) {
 }
 
 // writeLaunchers fills the gateway's volumes of a running pod: one
-// launcher per plugin tool, and Claude Code's managed settings.
+// launcher per plugin tool, and Claude Code's managed settings. A pod
+// whose volumes are gone is not written to (fs.ErrNotExist): that would
+// make its directories again under the kubelet's.
 func (m *Manager) writeLaunchers(uid types.UID, spec sandbox.AgentSpec) error {
+	if _, err := os.Stat(m.VolumeDir(uid, VolToolsBin)); err != nil {
+		return fmt.Errorf("launchers: %w", err)
+	}
 	if err := sandbox.WriteLaunchers(m.VolumeDir(uid, VolToolsBin), spec.Tools, proto.LauncherPath); err != nil {
 		return err
 	}
