@@ -206,6 +206,7 @@ func (s *Sandbox) execPod(ctx context.Context, argv []string, callID string, std
 	defer stopStream()
 	so := &hostexec.FailedWriter{W: stdout, OnFail: stopStream}
 	se := &hostexec.FailedWriter{W: stderr, OnFail: stopStream}
+	start := time.Now()
 	code, err := s.stream(streamCtx, argv, stdin, so, se)
 	if werr := cmp.Or(so.Err, se.Err); werr != nil {
 		s.killCall(ctx, callID)
@@ -219,7 +220,8 @@ func (s *Sandbox) execPod(ctx context.Context, argv []string, callID string, std
 	}
 	switch {
 	case err == nil:
-		return &gateway.ExecOutcome{ExitCode: code, TimedOut: timeout > 0 && code == 124}, nil
+		// 124 is also a command's own code: a timeout only once it passed.
+		return &gateway.ExecOutcome{ExitCode: code, TimedOut: timeout > 0 && code == 124 && time.Since(start) >= timeout}, nil
 	case ctx.Err() != nil:
 		s.killCall(ctx, callID)
 		return nil, ctx.Err()
