@@ -40,7 +40,11 @@ type podRef struct {
 	uid  types.UID
 }
 
-var _ gateway.Sandbox = (*Sandbox)(nil)
+var (
+	_ gateway.Sandbox      = (*Sandbox)(nil)
+	_ gateway.StreamWriter = (*Sandbox)(nil)
+	_ gateway.StreamReader = (*Sandbox)(nil)
+)
 
 // Pod is the agent's current pod: its name and UID.
 func (s *Sandbox) Pod() (string, types.UID) {
@@ -305,6 +309,17 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) (*gateway
 // WriteFile atomically replaces a file through `toolgate-client put` inside the pod.
 func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte) error {
 	return hostexec.WriteFile(ctx, s.run, p, data)
+}
+
+// WriteFileFrom is WriteFile with the content streamed and hashed on its
+// way (gateway.StreamWriter).
+func (s *Sandbox) WriteFileFrom(ctx context.Context, p string, r io.Reader, size int64, want *[32]byte) ([32]byte, error) {
+	return hostexec.WriteFileFrom(ctx, s.run, p, r, size, want)
+}
+
+// ReadFileTo is ReadFile streamed to w (gateway.StreamReader).
+func (s *Sandbox) ReadFileTo(ctx context.Context, p string, limit int64, check func(*gateway.File) error, w io.Writer) (*gateway.File, error) {
+	return hostexec.ReadFileTo(ctx, s.run, p, limit, check, w)
 }
 
 func orDiscard(w io.Writer) io.Writer {
