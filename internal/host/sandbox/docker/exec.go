@@ -32,7 +32,7 @@ type Sandbox struct {
 	m     *Manager
 	agent string
 
-	calls calls                  // in flight; held back while the container is replaced
+	calls sandbox.Calls          // in flight; held back while the container is replaced
 	boot  boot                   // whether the container is up; calls wait while it comes up
 	h     sandbox.Handle[string] // the container's id
 }
@@ -58,10 +58,10 @@ func (s *Sandbox) Exec(ctx context.Context, spec *gateway.ExecSpec) (*gateway.Ex
 	if !proto.ValidCallID(callID) {
 		return nil, fmt.Errorf("exec: invalid call id %q", callID)
 	}
-	if err := s.calls.enter(ctx); err != nil {
+	if err := s.calls.Enter(ctx); err != nil {
 		return nil, err
 	}
-	defer s.calls.leave()
+	defer s.calls.Leave()
 	out, err := s.execExecutor(ctx, spec, callID)
 	if !errors.Is(err, errNoExecutor) {
 		return out, err

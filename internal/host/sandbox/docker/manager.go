@@ -207,7 +207,7 @@ func (m *Manager) Sandbox(ctx context.Context, agent string) (gateway.Sandbox, e
 		}
 	}
 	if !ok {
-		return nil, fmt.Errorf("no sandbox configured for agent %q", agent)
+		return nil, fmt.Errorf("%w for agent %q", sandbox.ErrNotConfigured, agent)
 	}
 	// Out of date with calls in flight: the call waits for the new
 	// container (Sandbox.enter) instead of cutting them.

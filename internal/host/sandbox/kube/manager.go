@@ -195,7 +195,7 @@ func (m *Manager) Sandbox(ctx context.Context, agent string) (gateway.Sandbox, e
 		return b, nil
 	}
 	if !ok {
-		return nil, fmt.Errorf("no sandbox configured for agent %q", agent)
+		return nil, fmt.Errorf("%w for agent %q", sandbox.ErrNotConfigured, agent)
 	}
 	return m.Ensure(ctx, spec)
 }
