@@ -30,6 +30,7 @@ import (
 type Sandbox struct {
 	m     *Manager
 	agent string
+	calls sandbox.Calls // in flight; held back while the pod is replaced
 	h     sandbox.Handle[podRef]
 }
 
@@ -73,9 +74,11 @@ func (s *Sandbox) Exec(ctx context.Context, spec *gateway.ExecSpec) (*gateway.Ex
 	if !proto.ValidCallID(callID) {
 		return nil, fmt.Errorf("exec: invalid call id %q", callID)
 	}
-	if err := s.revive(ctx); err != nil {
+	leave, err := s.enter(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer leave()
 	_, _, box := s.current()
 	env := append(slices.Clip(spec.Env), box.CallEnv(callID, spec.Session)...)
 	req := &proto.ExecRequest{Argv: spec.Argv, Cwd: spec.Cwd, Env: env, CallID: callID}
@@ -100,17 +103,23 @@ func (s *Sandbox) ExecThroughAPI(ctx context.Context, spec *gateway.ExecSpec) (*
 	return s.execPod(ctx, sandbox.RunArgv(callID, spec.Timeout, spec.Cwd, env, spec.Argv), callID, spec.Stdin, orDiscard(spec.Stdout), orDiscard(spec.Stderr), spec.Timeout)
 }
 
-// revive recreates the pod of a sandbox marked stale.
-func (s *Sandbox) revive(ctx context.Context) error {
-	if !s.h.Stale() {
-		return nil
+// enter brings back the pod of a sandbox marked stale (Sync: not under
+// calls in flight), then counts a call in it, waiting while its pod is
+// replaced.
+func (s *Sandbox) enter(ctx context.Context) (leave func(), err error) {
+	if s.h.Stale() {
+		_, _, spec := s.current()
+		if cur, ok := s.m.spec(s.agent); ok {
+			spec = cur // a reload may have changed it
+		}
+		if _, err := s.m.Sync(ctx, spec); err != nil {
+			return nil, err
+		}
 	}
-	_, _, spec := s.current()
-	if cur, ok := s.m.spec(s.agent); ok {
-		spec = cur // a reload may have changed it
+	if err := s.calls.Enter(ctx); err != nil {
+		return nil, err
 	}
-	_, err := s.m.Ensure(ctx, spec)
-	return err
+	return s.calls.Leave, nil
 }
 
 // viaExecutor runs req on the warm executor in the pod's exec volume.
@@ -279,9 +288,6 @@ func (s *Sandbox) killCall(ctx context.Context, callID string) {
 // run executes a short helper argv (get, put, kill) on the warm executor,
 // else through pods/exec; a hostexec.Runner.
 func (s *Sandbox) run(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) (int, string, error) {
-	if err := s.revive(ctx); err != nil {
-		return 0, "", err
-	}
 	errBuf := &hostexec.CapWriter{Max: 4096}
 	if stdout == nil {
 		stdout = errBuf
@@ -303,22 +309,42 @@ func (s *Sandbox) run(ctx context.Context, argv []string, stdin io.Reader, stdou
 
 // ReadFile reads a file through `toolgate-client get` inside the pod.
 func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) (*gateway.File, error) {
+	leave, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	return hostexec.ReadFile(ctx, s.run, p, limit)
 }
 
 // WriteFile atomically replaces a file through `toolgate-client put` inside the pod.
 func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte) error {
+	leave, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
 	return hostexec.WriteFile(ctx, s.run, p, data)
 }
 
 // WriteFileFrom is WriteFile with the content streamed and hashed on its
 // way (gateway.StreamWriter).
 func (s *Sandbox) WriteFileFrom(ctx context.Context, p string, r io.Reader, size int64, want *[32]byte) ([32]byte, error) {
+	leave, err := s.enter(ctx)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	defer leave()
 	return hostexec.WriteFileFrom(ctx, s.run, p, r, size, want)
 }
 
 // ReadFileTo is ReadFile streamed to w (gateway.StreamReader).
 func (s *Sandbox) ReadFileTo(ctx context.Context, p string, limit int64, check func(*gateway.File) error, w io.Writer) (*gateway.File, error) {
+	leave, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	return hostexec.ReadFileTo(ctx, s.run, p, limit, check, w)
 }
 

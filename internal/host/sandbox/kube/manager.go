@@ -32,6 +32,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/sandbox"
+	"github.com/toolgate/toolgate/internal/host/sandbox/hostexec"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/proto/hooks"
 )
@@ -188,7 +189,8 @@ func (m *Manager) SetSpecs(specs []sandbox.AgentSpec) error {
 }
 
 // Sandbox returns the agent's sandbox, creating, adopting or recreating its
-// pod when it is missing, failed or out of date.
+// pod when it is missing, failed or out of date (Sync: a pod with calls in
+// flight is recreated once they end, and the call waits for it).
 func (m *Manager) Sandbox(ctx context.Context, agent string) (gateway.Sandbox, error) {
 	b, spec, ok := m.agents.Lookup(agent)
 	if b != nil && !b.h.Stale() {
@@ -197,7 +199,11 @@ func (m *Manager) Sandbox(ctx context.Context, agent string) (gateway.Sandbox, e
 	if !ok {
 		return nil, fmt.Errorf("%w for agent %q", sandbox.ErrNotConfigured, agent)
 	}
-	return m.Ensure(ctx, spec)
+	if _, err := m.Sync(ctx, spec); err != nil {
+		return nil, err
+	}
+	b, _, _ = m.agents.Lookup(agent)
+	return b, nil
 }
 
 // Ensure makes the agent's pod exist, match spec and run: a running pod of
@@ -280,18 +286,24 @@ func (m *Manager) Up(ctx context.Context, specs []sandbox.AgentSpec) <-chan stru
 	return done
 }
 
-// Sync is Ensure for a configuration reload: a sandbox whose spec changed
-// while it exists is left for its next call to recreate (pending), so calls
-// in flight finish in the pod they started in.
+// Sync is Ensure for a configuration reload. A pod that must be recreated
+// while calls run in it is recreated once they have finished — new calls
+// wait for the new pod — or, at the latest, after the spec's drain bound,
+// cutting what still runs: pending (sandbox.Calls.Resync).
 func (m *Manager) Sync(ctx context.Context, spec sandbox.AgentSpec) (pending bool, err error) {
-	if b, _, _ := m.agents.Lookup(spec.Agent); b != nil && b.h.Stale() {
-		if _, uid := b.Pod(); uid != "" {
-			m.agents.Register(spec)
-			return true, nil
+	b, _ := m.agents.Register(spec)
+	// Not stale: Ensure adopts the pod it has, cutting nothing.
+	keep := func() (bool, error) { return !b.h.Stale(), nil }
+	// The newest spec: a reload may have come meanwhile.
+	ensure := func(ctx context.Context) error {
+		spec, ok := m.spec(b.agent)
+		if !ok {
+			return fmt.Errorf("agent %q: %w", b.agent, sandbox.ErrNotConfigured)
 		}
+		_, err := m.Ensure(ctx, spec)
+		return err
 	}
-	_, err = m.Ensure(ctx, spec)
-	return false, err
+	return b.calls.Resync(ctx, keep, ensure, spec.DrainBound(hostexec.KillGrace), m.log, spec.Agent)
 }
 
 // Close releases the API client's idle connections; pods keep running
