@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
 	"slices"
 	"time"
 
@@ -104,9 +106,12 @@ func (s *Sandbox) ExecThroughAPI(ctx context.Context, spec *gateway.ExecSpec) (*
 }
 
 // enter brings back the pod of a sandbox marked stale (Sync: not under
-// calls in flight), then counts a call in it, waiting while its pod is
-// replaced.
+// calls in flight) or lost between calls, then counts a call in it,
+// waiting while its pod is replaced.
 func (s *Sandbox) enter(ctx context.Context) (leave func(), err error) {
+	if !s.h.Stale() && s.volumeGone() {
+		s.h.MarkStale() // deleted while idle: nothing of this call has run yet
+	}
 	if s.h.Stale() {
 		_, _, spec := s.current()
 		if cur, ok := s.m.spec(s.agent); ok {
@@ -120,6 +125,18 @@ func (s *Sandbox) enter(ctx context.Context) (leave func(), err error) {
 		return nil, err
 	}
 	return s.calls.Leave, nil
+}
+
+// volumeGone reports whether the current pod's exec volume has left this
+// node: the kubelet removes it once the pod is deleted, so a pod lost
+// between calls is noticed by a stat, not a question to the API server.
+func (s *Sandbox) volumeGone() bool {
+	_, uid, _ := s.current()
+	if uid == "" {
+		return false
+	}
+	_, err := os.Stat(s.m.VolumeDir(uid, VolExec))
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // viaExecutor runs req on the warm executor in the pod's exec volume.
