@@ -106,5 +106,5 @@ func (g agentsGateway) Serve(ctx context.Context, extras []config.Extra) (map[st
 }
 
 func (g agentsGateway) Sandbox(ctx context.Context, agent string) (string, string, error) {
-	return g.d.kube.podOf(ctx, agent)
+	return g.d.kube.PodOf(ctx, agent)
 }

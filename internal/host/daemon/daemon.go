@@ -42,6 +42,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/ratelimit"
 	"github.com/toolgate/toolgate/internal/host/sandbox"
 	"github.com/toolgate/toolgate/internal/host/sandbox/docker"
+	"github.com/toolgate/toolgate/internal/host/sandbox/kube"
 	"github.com/toolgate/toolgate/internal/host/secrets"
 	"github.com/toolgate/toolgate/internal/host/tracing"
 	"github.com/toolgate/toolgate/internal/host/upstream"
@@ -68,8 +69,8 @@ type Daemon struct {
 	audit *audit.Writer
 	// sandboxes is the backend gateway.sandbox.backend chose; kube is it
 	// when that is kubernetes.
-	sandboxes backend
-	kube      *kubeBackend
+	sandboxes sandbox.Backend
+	kube      *kube.Manager
 	gw        *gateway.Gateway
 	client    string
 	bounder   *audit.Bounder
@@ -210,7 +211,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		if err != nil {
 			return nil, err
 		}
-		d.sandboxes = dockerBackend{mgr}
+		d.sandboxes = mgr
 	}
 	if d.audit, err = audit.Open(cfg.Gateway.Audit.Dir, audit.Options{MaxFileBytes: cfg.Gateway.Audit.MaxFileBytes, Logger: log, CloseInterrupted: true}); err != nil {
 		d.sandboxes.Close()
@@ -254,9 +255,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	}
 	d.conns = connlimit.Plan(nofile)
 	d.sock = agentsock.New(d.gw, agentsock.Options{Logger: log, MaxConns: d.conns.PerAgent, Pool: connlimit.NewPool(d.conns.Agents)})
-	if d.kube != nil {
-		d.kube.serveWith(d.sock.SetAgents)
-	}
+	serveSockets(d.sandboxes, d.sock)
 	d.sock.Handle(egress.Pattern, egress.NewHandler(d.gw))
 	d.models = modeldoor.New(d.gw)
 	d.sock.Handle("POST "+modeldoor.Pattern, d.models)
@@ -301,7 +300,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		d.close()
 		return nil, err
 	}
-	log.Info("toolgate serving", append(d.sandboxes.describe(), "home", opts.Home, "agents", len(cfg.Agents), "audit", cfg.Gateway.Audit.Dir,
+	log.Info("toolgate serving", append(d.sandboxes.Describe(), "home", opts.Home, "agents", len(cfg.Agents), "audit", cfg.Gateway.Audit.Dir,
 		"nofile", nofile, "conns_admin", d.conns.Admin, "conns_tcp", d.conns.TCP, "conns_agents", d.conns.Agents)...)
 	if opts.Ready != nil {
 		opts.Ready()
@@ -323,7 +322,7 @@ func (d *Daemon) setSpecs(b *Built) ([]sandbox.AgentSpec, error) {
 	if err := d.sandboxes.SetSpecs(specs); err != nil {
 		return nil, fmt.Errorf("sandbox specs: %w", err)
 	}
-	if err := d.sock.SetAgents(d.sandboxes.sockets(specs)); err != nil {
+	if err := d.sock.SetAgents(agentSockets(d.sandboxes.Sockets(specs))); err != nil {
 		return nil, fmt.Errorf("agent sockets: %w", err)
 	}
 	return specs, nil
@@ -356,7 +355,7 @@ func (d *Daemon) stopSandboxStart() {
 
 // ensureSandboxes makes every agent's sandbox exist, match its spec and
 // run (a reload), building the default image first when an agent uses it
-// and it is missing; docker.UpParallel agents at a time. A changed sandbox
+// and it is missing; sandbox.UpParallel agents at a time. A changed sandbox
 // with calls in flight is recreated once they finish: pending names those
 // agents; failed holds the agents whose sandbox did not come up, err what
 // stopped them all.
@@ -365,13 +364,13 @@ func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) (pending []strin
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := d.sandboxes.prepare(ctx, specs); err != nil {
+	if err := prepare(ctx, d.sandboxes, specs); err != nil {
 		return nil, nil, err
 	}
 	var (
 		mu  sync.Mutex
 		wg  sync.WaitGroup
-		sem = make(chan struct{}, docker.UpParallel)
+		sem = make(chan struct{}, sandbox.UpParallel)
 	)
 	failed = map[string]error{}
 	for _, s := range specs {

@@ -1,7 +1,10 @@
-// Package sandbox holds what every sandbox backend shares: the agent's
-// sandbox spec, the in-sandbox layout, and the argv of the in-sandbox
-// client that wraps each exec. Backends (internal/host/sandbox/docker) implement
-// gateway.Sandbox and gateway.Sandboxes on top of it.
+// Package sandbox is the sandbox backend contract (Backend: what the
+// daemon drives, what each method promises) and what every backend
+// shares: the agent's sandbox spec, the in-sandbox layout, the argv of
+// the in-sandbox client that wraps each exec, the agents' registry and
+// handles, the queue their calls wait in. The backends (sandbox/docker,
+// sandbox/kube) implement Backend on top of it; sandbox/hostexec is the
+// host side of the in-sandbox client they share.
 package sandbox
 
 import (
@@ -194,8 +197,16 @@ type Status struct {
 	Waiting     int    // calls waiting for their turn in its queue (Queue)
 }
 
-// StateMissing is the State of a sandbox that does not exist.
-const StateMissing = "missing"
+// States every backend reports alike (Status); others are the backend's.
+const (
+	StateMissing = "missing" // there is no sandbox
+	StateRunning = "running" // it runs
+)
+
+// ErrGone is wrapped by the error of a call whose sandbox went away under
+// it (removed, killed, its pod deleted): the sandbox is made anew on the
+// next call.
+var ErrGone = errors.New("sandbox gone")
 
 // RunArgv wraps argv in the in-sandbox client, which enters cwd ("" keeps
 // the sandbox's), adds env, puts argv in its own process group, enforces

@@ -213,7 +213,7 @@ func TestPodLifecycle(t *testing.T) {
 			case <-time.After(time.Minute):
 				t.Fatalf("%s: the call did not end when its pod was deleted", p.name)
 			}
-			if !errors.Is(r.err, ErrPodGone) {
+			if !errors.Is(r.err, sandbox.ErrGone) {
 				t.Fatalf("%s: got %v %+v, want an error naming the pod gone", p.name, r.err, r.out)
 			}
 			t.Logf("%s: %v", p.name, r.err)
