@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/testenv/timing"
 
+	"github.com/toolgate/toolgate/internal/host/assemble"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/config"
 	"github.com/toolgate/toolgate/internal/host/gateway"
@@ -99,7 +100,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	built, err := Build(c, nil)
+	built, err := assemble.Build(c, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

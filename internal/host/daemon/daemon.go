@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/agentloop"
 	"github.com/toolgate/toolgate/internal/host/approval"
+	"github.com/toolgate/toolgate/internal/host/assemble"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/auditindex"
 	"github.com/toolgate/toolgate/internal/host/auditpg"
@@ -78,7 +79,7 @@ type Daemon struct {
 	meter     *modeldoor.Meter // model spending; outlives reloads
 	sock      *agentsock.Server
 	mu        sync.Mutex // guards built across reloads
-	built     *Built
+	built     *assemble.Built
 	servers   []*http.Server
 	lock      *pidlock.Lock // HOME/serve.lock, held while serving
 	conns     connlimit.Budget
@@ -180,12 +181,12 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	ups, err := OpenUpstreams(cfg.Home)
+	ups, err := assemble.OpenUpstreams(cfg.Home)
 	if err != nil {
 		return nil, err
 	}
 	meter := modeldoor.NewMeter()
-	built, err := build(cfg, ups, meter)
+	built, err := assemble.Build(cfg, ups, meter)
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +319,7 @@ func (d *Daemon) Gateway() *gateway.Gateway { return d.gw }
 
 // setSpecs installs the sandboxes' specs and the agent sockets they
 // reach the gateway through; a new agent's sandbox is starting from here.
-func (d *Daemon) setSpecs(b *Built) ([]sandbox.AgentSpec, error) {
+func (d *Daemon) setSpecs(b *assemble.Built) ([]sandbox.AgentSpec, error) {
 	specs := b.Specs(d.client)
 	if err := d.sandboxes.SetSpecs(specs); err != nil {
 		return nil, fmt.Errorf("sandbox specs: %w", err)
@@ -360,7 +361,7 @@ func (d *Daemon) stopSandboxStart() {
 // with calls in flight is recreated once they finish: pending names those
 // agents; failed holds the agents whose sandbox did not come up, err what
 // stopped them all.
-func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) (pending []string, failed map[string]error, err error) {
+func (d *Daemon) ensureSandboxes(ctx context.Context, b *assemble.Built) (pending []string, failed map[string]error, err error) {
 	specs, err := d.setSpecs(b)
 	if err != nil {
 		return nil, nil, err
@@ -428,8 +429,8 @@ func (d *Daemon) reload(ctx context.Context) (Reloaded, error) {
 	defer d.reloads.Unlock()
 	cfg, err := d.load()
 	if err == nil {
-		var built *Built
-		if built, err = build(cfg, d.upstreams, d.meter); err == nil {
+		var built *assemble.Built
+		if built, err = assemble.Build(cfg, d.upstreams, d.meter); err == nil {
 			return d.swap(ctx, built)
 		}
 	}
@@ -437,7 +438,7 @@ func (d *Daemon) reload(ctx context.Context) (Reloaded, error) {
 }
 
 // swap puts a built configuration in force and brings the sandboxes in line.
-func (d *Daemon) swap(ctx context.Context, built *Built) (Reloaded, error) {
+func (d *Daemon) swap(ctx context.Context, built *assemble.Built) (Reloaded, error) {
 	cfg := built.Config
 	d.bounder.AddSecrets(built.Secrets.Values()...) // before any call can use a new secret
 	d.mu.Lock()

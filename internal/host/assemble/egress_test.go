@@ -1,4 +1,4 @@
-package daemon
+package assemble
 
 import (
 	"net/netip"

@@ -1,8 +1,12 @@
-package daemon
+// Package assemble turns a configuration into what the gateway runs on: the
+// snapshot (core tools, plugin tools, the egress, hook and model tools, the
+// policy engine deciding), the secrets, and the sandboxes' specs. It starts
+// nothing: the daemon builds one at start and at each reload, the CLI's
+// checks (config check, policy eval) build one to look at.
+package assemble
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -34,14 +38,12 @@ type Built struct {
 // Build derives the gateway snapshot and sandbox specs from a configuration.
 // Upstream MCP servers' tools are built on ups, the daemon's pool; nil (a
 // check by the CLI) builds them on a pool of their own that is never
-// connected.
-// The model meter is fresh (nothing spent yet).
-func Build(cfg *config.Config, ups *upstream.Pool) (*Built, error) {
-	return build(cfg, ups, modeldoor.NewMeter())
-}
-
-// build is Build on the daemon's model meter, which outlives reloads.
-func build(cfg *config.Config, ups *upstream.Pool, meter *modeldoor.Meter) (*Built, error) {
+// connected. Model spending is counted on meter, the daemon's, which
+// outlives reloads; nil is a fresh one (nothing spent yet).
+func Build(cfg *config.Config, ups *upstream.Pool, meter *modeldoor.Meter) (*Built, error) {
+	if meter == nil {
+		meter = modeldoor.NewMeter()
+	}
 	eng, err := policy.New(cfg)
 	if err != nil {
 		return nil, err
@@ -164,25 +166,4 @@ func (b *Built) Explain(call *gateway.Call) policy.Explanation {
 		return policy.Explanation{Decision: *refused}
 	}
 	return b.Policy.Explain(call)
-}
-
-// ClientBinary finds the static in-sandbox client: the configured path, else
-// toolgate-client next to the running executable.
-func ClientBinary(cfg *config.Config) (string, error) {
-	p := cfg.Gateway.ClientBinary
-	if p == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return "", err
-		}
-		p = filepath.Join(filepath.Dir(exe), "toolgate-client")
-	}
-	p, err := filepath.Abs(p)
-	if err != nil {
-		return "", err
-	}
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("the in-sandbox client %s is missing: build it with `CGO_ENABLED=0 go build -o %s ./cmd/toolgate-client` or set gateway.clientBinary", p, p)
-	}
-	return p, nil
 }
