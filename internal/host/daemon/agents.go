@@ -95,7 +95,7 @@ func (g agentsGateway) Serve(ctx context.Context, extras []config.Extra) (map[st
 	d.mu.Lock()
 	d.extras = good
 	d.mu.Unlock()
-	ans, err := d.reload(ctx)
+	ans, err := d.Reload(ctx)
 	if err != nil && len(ans.Failed) == 0 {
 		return nil, err
 	}

@@ -142,7 +142,7 @@ func Run(ctx context.Context, opts Options) error {
 			return d.Shutdown(context.Background())
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
-				if err := d.Reload(ctx); err != nil {
+				if _, err := d.Reload(ctx); err != nil {
 					d.log.Error("reload", "err", err)
 				}
 				continue
@@ -317,6 +317,14 @@ func (d *Daemon) ModelDoor() *modeldoor.Door { return d.models }
 // Gateway is the running pipeline (tests and other entry points use it).
 func (d *Daemon) Gateway() *gateway.Gateway { return d.gw }
 
+// SandboxesUp is closed once each sandbox of the start is up or failed.
+func (d *Daemon) SandboxesUp() <-chan struct{} { return d.upDone }
+
+// FlushAudit writes the entries still queued (results are recorded behind
+// their answers), so that what reads the audit files sees every call
+// answered so far.
+func (d *Daemon) FlushAudit() error { return d.audit.Flush() }
+
 // setSpecs installs the sandboxes' specs and the agent sockets they
 // reach the gateway through; a new agent's sandbox is starting from here.
 func (d *Daemon) setSpecs(b *assemble.Built) ([]sandbox.AgentSpec, error) {
@@ -405,15 +413,6 @@ func joinFailed(failed map[string]error) error {
 	return errors.Join(errs...)
 }
 
-// Reload re-reads the configuration and swaps it in; calls in flight finish
-// on the snapshot they started with. An invalid file changes nothing. Its
-// answer is logged: a sandbox whose spec changed while calls ran in it is
-// named as recreated once they finish.
-func (d *Daemon) Reload(ctx context.Context) error {
-	_, err := d.reload(ctx)
-	return err
-}
-
 // Reloaded is what a reload left for later.
 type Reloaded struct {
 	// RecreatePending are the agents whose sandbox changed while calls ran
@@ -424,7 +423,11 @@ type Reloaded struct {
 	Failed map[string]error
 }
 
-func (d *Daemon) reload(ctx context.Context) (Reloaded, error) {
+// Reload re-reads the configuration and swaps it in; calls in flight finish
+// on the snapshot they started with. An invalid file changes nothing. Its
+// answer is logged too: a sandbox whose spec changed while calls ran in it
+// is named as recreated once they finish.
+func (d *Daemon) Reload(ctx context.Context) (Reloaded, error) {
 	d.reloads.Lock()
 	defer d.reloads.Unlock()
 	cfg, err := d.load()

@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"context"
@@ -21,17 +21,17 @@ import (
 // `--secret-env` passes a host secret resolved by the gateway, which the
 // audit log records by name only.
 func TestRunEnvAndSecretEnv(t *testing.T) {
-	e := newEnv(t, "runenv")
-	a := e.agents[0]
+	e := New(t, "runenv")
+	a := e.Agents[0]
 	const secret = "sk-ant-live-4711-only-in-this-run"
-	e.writeSecrets(fmt.Sprintf("secrets:\n  api: {value: %q, agents: [%q], tools: [exec]}\n  gitonly: {value: other-secret-value, agents: [%q], tools: [git]}\n", secret, a, a))
-	if err := e.d.Reload(context.Background()); err != nil {
+	e.WriteSecrets(fmt.Sprintf("secrets:\n  api: {value: %q, agents: [%q], tools: [exec]}\n  gitonly: {value: other-secret-value, agents: [%q], tools: [git]}\n", secret, a, a))
+	if _, err := e.Daemon.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	toolgate, _ := testenv.Binaries(t)
 	run := func(args ...string) (string, int) {
 		cmd := exec.Command(toolgate, args...)
-		cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+		cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.Home)
 		outb, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -62,11 +62,11 @@ func TestRunEnvAndSecretEnv(t *testing.T) {
 			t.Errorf("%q: exit %d %q, want an error with %q", c.args, code, o, c.want)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(e.home, "agents", a, "workspace", "ran")); err == nil {
+	if _, err := os.Stat(filepath.Join(e.Home, "agents", a, "workspace", "ran")); err == nil {
 		t.Error("a run whose secret could not be resolved ran anyway")
 	}
 
-	execs := e.entries(audit.Filter{Agent: a, Tool: "exec"})
+	execs := e.Entries(audit.Filter{Agent: a, Tool: "exec"})
 	if len(execs) == 0 {
 		t.Fatal("no exec entries")
 	}
@@ -74,7 +74,7 @@ func TestRunEnvAndSecretEnv(t *testing.T) {
 	if !strings.Contains(string(args), `"secretEnv":{"KEY":"api"}`) || !strings.Contains(string(args), `"PLAIN":"plain value"`) {
 		t.Errorf("first exec's audited args %s", args)
 	}
-	logs, _ := filepath.Glob(filepath.Join(e.home, "logs", "*"))
+	logs, _ := filepath.Glob(filepath.Join(e.Home, "logs", "*"))
 	for _, p := range logs {
 		b, err := os.ReadFile(p)
 		if err != nil {

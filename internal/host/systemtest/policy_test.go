@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"context"
@@ -18,14 +18,14 @@ import (
 // shutdown while it waits refuses it; each outcome, who answered and when,
 // is on the record, and the chain verifies.
 func TestAskAPerson(t *testing.T) {
-	e := newEnv(t, "ask")
-	agent := e.agents[0]
-	e.writeConfig(`      - name: ask-touch
+	e := New(t, "ask")
+	agent := e.Agents[0]
+	e.WriteConfig(`      - name: ask-touch
         ask: 'commands.exists(c, c.name == "touch")'
         reason: creating files needs a person
     askTimeout: 3s
 `)
-	if err := e.d.Reload(t.Context()); err != nil {
+	if _, err := e.Daemon.Reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	type outcome struct {
@@ -35,11 +35,11 @@ func TestAskAPerson(t *testing.T) {
 	start := func(cmd string) (<-chan outcome, string) {
 		ch := make(chan outcome, 1)
 		go func() {
-			res, err := e.call(agent, "exec", map[string]any{"command": cmd})
+			res, err := e.Call(agent, "exec", map[string]any{"command": cmd})
 			ch <- outcome{res, err}
 		}()
 		for range 300 {
-			ps, err := e.c.Approvals(t.Context())
+			ps, err := e.Admin.Approvals(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,18 +62,18 @@ func TestAskAPerson(t *testing.T) {
 	}
 
 	ch, id := start("touch approved.txt")
-	if err := e.c.Answer(t.Context(), id, adminclient.ApprovalAnswer{Approve: true, Reason: "ok"}); err != nil {
+	if err := e.Admin.Answer(t.Context(), id, adminclient.ApprovalAnswer{Approve: true, Reason: "ok"}); err != nil {
 		t.Fatal(err)
 	}
 	if o := <-ch; o.err != nil || o.res.ExitCode == nil || *o.res.ExitCode != 0 {
 		t.Fatalf("approved call: %+v %v", o.res, o.err)
 	}
-	if res, err := e.call(agent, "exec", map[string]any{"command": "ls approved.txt"}); err != nil || *res.ExitCode != 0 {
+	if res, err := e.Call(agent, "exec", map[string]any{"command": "ls approved.txt"}); err != nil || *res.ExitCode != 0 {
 		t.Fatalf("the approved call did not run: %v", err)
 	}
 
 	ch, id = start("touch denied.txt")
-	if err := e.c.Answer(t.Context(), id, adminclient.ApprovalAnswer{Reason: "not now"}); err != nil {
+	if err := e.Admin.Answer(t.Context(), id, adminclient.ApprovalAnswer{Reason: "not now"}); err != nil {
 		t.Fatal(err)
 	}
 	denied(<-ch, "not now")
@@ -81,15 +81,15 @@ func TestAskAPerson(t *testing.T) {
 	ch, _ = start("touch silent.txt")
 	denied(<-ch, "no one answered within 3s")
 
-	if err := e.c.Answer(t.Context(), "nosuch", adminclient.ApprovalAnswer{Approve: true}); err == nil {
+	if err := e.Admin.Answer(t.Context(), "nosuch", adminclient.ApprovalAnswer{Approve: true}); err == nil {
 		t.Error("an answer for no waiting call accepted")
 	}
 
 	ch, _ = start("touch shutdown.txt")
-	if err := e.d.Shutdown(context.Background()); err != nil {
+	if err := e.Daemon.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e.d = nil
+	e.Daemon = nil
 	if o := <-ch; o.err == nil {
 		t.Error("the waiting call ran through a shutdown")
 	}
@@ -97,7 +97,7 @@ func TestAskAPerson(t *testing.T) {
 	// On the record: an ask entry before each final decision, the answer
 	// in the decision's detail; nothing ran but the approved call.
 	var log []*gateway.Entry
-	if err := audit.Query(e.home+"/logs", audit.Filter{Agent: agent}, func(en *gateway.Entry) error {
+	if err := audit.Query(e.Home+"/logs", audit.Filter{Agent: agent}, func(en *gateway.Entry) error {
 		log = append(log, en)
 		return nil
 	}); err != nil {
@@ -127,7 +127,7 @@ func TestAskAPerson(t *testing.T) {
 	if !strings.HasPrefix(outcomes["allow/approved"], "admin token ") {
 		t.Errorf("approver recorded as %q", outcomes["allow/approved"])
 	}
-	rep, err := audit.Verify(e.home + "/logs")
+	rep, err := audit.Verify(e.Home + "/logs")
 	if err != nil || !rep.OK() {
 		t.Fatalf("audit verify: %v %v", err, rep.Bad)
 	}
@@ -141,37 +141,37 @@ func str(v any) string {
 // TestRateLimitSurvivesReload: calls over an agent's rate are denied on the
 // record with the limit as reason, and a reload does not reset the count.
 func TestRateLimitSurvivesReload(t *testing.T) {
-	e := newEnv(t, "rate")
-	agent := e.agents[0]
-	e.writeConfig("    rates: [{tool: exec, perMinute: 2}]\n")
-	if err := e.d.Reload(t.Context()); err != nil {
+	e := New(t, "rate")
+	agent := e.Agents[0]
+	e.WriteConfig("    rates: [{tool: exec, perMinute: 2}]\n")
+	if _, err := e.Daemon.Reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		if _, err := e.call(agent, "exec", map[string]any{"command": "true"}); err != nil {
+		if _, err := e.Call(agent, "exec", map[string]any{"command": "true"}); err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
 	over := func() {
 		t.Helper()
-		_, err := e.call(agent, "exec", map[string]any{"command": "true"})
+		_, err := e.Call(agent, "exec", map[string]any{"command": "true"})
 		var we *wire.Error
 		if !errors.As(err, &we) || we.Code != "denied" || we.Rule != "rate.exec" || !strings.Contains(we.Message, "over 2 exec calls per minute") {
 			t.Fatalf("over the rate: %v", err)
 		}
 	}
 	over()
-	if err := e.d.Reload(t.Context()); err != nil {
+	if _, err := e.Daemon.Reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	over()
-	if res, err := e.call(agent, "read", map[string]any{"path": "."}); err != nil && res == nil {
+	if res, err := e.Call(agent, "read", map[string]any{"path": "."}); err != nil && res == nil {
 		var we *wire.Error
 		if errors.As(err, &we) && we.Rule == "rate.exec" {
 			t.Errorf("a read was counted against the exec rate")
 		}
 	}
-	if n := len(e.entries(audit.Filter{Agent: agent, Decision: "deny"})); n != 2 {
+	if n := len(e.Entries(audit.Filter{Agent: agent, Decision: "deny"})); n != 2 {
 		t.Errorf("%d denials on record, want 2", n)
 	}
 }

@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"encoding/json"
@@ -182,24 +182,24 @@ func TestClaudeCodeInSandbox(t *testing.T) {
         deny: 'tool == "Bash" && command.contains("forbidden")'
         reason: the word forbidden is not for Bash
 `, servicePort))
-	a := e.agents[0]
+	a := e.Agents[0]
 	claude := func(prompt string, extra ...string) (string, int) {
 		args := append([]string{"run", a, "-e", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"}, extra...)
-		return e.cli("", append(args, "--", "claude", "-p", "--model", "claude-sonnet-4-5", prompt)...)
+		return e.CLI("", append(args, "--", "claude", "-p", "--model", "claude-sonnet-4-5", prompt)...)
 	}
 
 	o, code := claude("RUN:echo allowed-$((6*7)) > /workspace/out.txt && cat /workspace/out.txt && curl -fsS http://localhost:" + servicePort + "/ping")
 	if code != 0 || !strings.Contains(o, "RESULT: allowed-42") || !strings.Contains(o, "pong") {
 		t.Fatalf("allowed Bash call: exit %d\n%s", code, o)
 	}
-	if b, err := os.ReadFile(filepath.Join(e.home, "agents", a, "workspace", "out.txt")); err != nil || string(b) != "allowed-42\n" {
+	if b, err := os.ReadFile(filepath.Join(e.Home, "agents", a, "workspace", "out.txt")); err != nil || string(b) != "allowed-42\n" {
 		t.Fatalf("the allowed command's file: %q %v", b, err)
 	}
 	o, code = claude("RUN:echo forbidden > /workspace/no.txt")
 	if !strings.Contains(o, "RESULT[error]") || !strings.Contains(o, "the word forbidden is not for Bash") {
 		t.Fatalf("denied Bash call: exit %d\n%s", code, o)
 	}
-	if _, err := os.Stat(filepath.Join(e.home, "agents", a, "workspace", "no.txt")); err == nil {
+	if _, err := os.Stat(filepath.Join(e.Home, "agents", a, "workspace", "no.txt")); err == nil {
 		t.Fatal("the denied command ran")
 	}
 
@@ -213,11 +213,11 @@ func TestClaudeCodeInSandbox(t *testing.T) {
 			t.Fatalf("the fake was sent key %q, not the host's", k)
 		}
 	}
-	res, err := e.call(a, "exec", map[string]any{"command": "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c ANTHROPIC_API_KEY=toolgate-placeholder; grep -rl " + claudeHostKey + " / 2>/dev/null | head -3; true"})
-	if err != nil || strings.Contains(fmt.Sprint(out(res, "stdout")), "/") {
+	res, err := e.Call(a, "exec", map[string]any{"command": "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c ANTHROPIC_API_KEY=toolgate-placeholder; grep -rl " + claudeHostKey + " / 2>/dev/null | head -3; true"})
+	if err != nil || strings.Contains(fmt.Sprint(Out(res, "stdout")), "/") {
 		t.Fatalf("the host key inside the sandbox: %v %+v", err, res)
 	}
-	logs, _ := filepath.Glob(filepath.Join(e.home, "logs", "*"))
+	logs, _ := filepath.Glob(filepath.Join(e.Home, "logs", "*"))
 	for _, p := range logs {
 		if b, _ := os.ReadFile(p); strings.Contains(string(b), claudeHostKey) {
 			t.Fatalf("the host key is in %s", p)
@@ -225,7 +225,7 @@ func TestClaudeCodeInSandbox(t *testing.T) {
 	}
 
 	// The audit: each run is an exec; its model calls and hook decisions link to it.
-	runs := e.entries(audit.Filter{Agent: a, Tool: "exec"})
+	runs := e.Entries(audit.Filter{Agent: a, Tool: "exec"})
 	var runIDs []string
 	for _, r := range runs {
 		if r.Phase != gateway.PhaseResult && strings.Contains(string(r.Args), "claude") {
@@ -235,8 +235,8 @@ func TestClaudeCodeInSandbox(t *testing.T) {
 	if len(runIDs) != 2 {
 		t.Fatalf("want 2 claude runs, got %d", len(runIDs))
 	}
-	models := e.entries(audit.Filter{Agent: a, Type: string(gateway.KindModel)})
-	hookEntries := e.entries(audit.Filter{Agent: a, Type: string(gateway.KindHook)})
+	models := e.Entries(audit.Filter{Agent: a, Type: string(gateway.KindModel)})
+	hookEntries := e.Entries(audit.Filter{Agent: a, Type: string(gateway.KindHook)})
 	linked := func(es []*gateway.Entry, id string) (n int) {
 		for _, en := range es {
 			if en.Parent == id {
@@ -269,7 +269,7 @@ func TestClaudeCodeInSandbox(t *testing.T) {
 		}
 	}
 	// The Bash command's connection is the run's too.
-	eg := e.entries(audit.Filter{Agent: a, Type: string(gateway.KindEgress)})
+	eg := e.Entries(audit.Filter{Agent: a, Type: string(gateway.KindEgress)})
 	if len(eg) == 0 || eg[0].Parent != runIDs[0] || eg[0].Detail["host"] != "localhost" {
 		t.Errorf("egress entries %+v, want localhost linked to run %s", eg, runIDs[0])
 	}
@@ -294,14 +294,14 @@ func TestClaudeCodeInSandbox(t *testing.T) {
 func TestClaudeCodeDoorOnly(t *testing.T) {
 	fake := newScriptedAnthropic(t)
 	e := modelAgent(t, "dooronly", "anthropic", claudeHostKey, fake.URL, "")
-	a := e.agents[0]
+	a := e.Agents[0]
 	const session = "door-only-run-1"
-	o, code := e.cli("", "run", a, "--door-only", "--session", session, "-e", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "--",
+	o, code := e.CLI("", "run", a, "--door-only", "--session", session, "-e", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "--",
 		"claude", "-p", "--model", "claude-sonnet-4-5", "MCP:echo door-$((6*7)) > /workspace/door.txt && cat /workspace/door.txt")
 	if code != 0 || !strings.Contains(o, "RESULT:") || !strings.Contains(o, "door-42") {
 		t.Fatalf("door-only run: exit %d\n%s\ntools offered: %q", code, o, fake.tools)
 	}
-	if b, err := os.ReadFile(filepath.Join(e.home, "agents", a, "workspace", "door.txt")); err != nil || string(b) != "door-42\n" {
+	if b, err := os.ReadFile(filepath.Join(e.Home, "agents", a, "workspace", "door.txt")); err != nil || string(b) != "door-42\n" {
 		t.Fatalf("the door's exec did not run: %q %v", b, err)
 	}
 	fake.mu.Lock()
@@ -325,7 +325,7 @@ func TestClaudeCodeDoorOnly(t *testing.T) {
 	// The exec through the door is the run's: its session, under the model
 	// call that asked for it, which is under the run's exec.
 	var runID, modelID, doorID string
-	for _, en := range e.entries(audit.Filter{Agent: a}) {
+	for _, en := range e.Entries(audit.Filter{Agent: a}) {
 		switch {
 		case en.Type == gateway.KindCore && en.Via == gateway.ViaAdmin && en.Phase == gateway.PhaseDecision:
 			runID = en.ID
@@ -342,7 +342,7 @@ func TestClaudeCodeDoorOnly(t *testing.T) {
 	if runID == "" || modelID == "" || doorID == "" {
 		t.Fatalf("run %q, model call %q, door exec %q: one is not on the record", runID, modelID, doorID)
 	}
-	show, code := e.cli("", "audit", "show", "--session", session)
+	show, code := e.CLI("", "audit", "show", "--session", session)
 	tree := parseTree(show)
 	if code != 0 || tree[doorID].parent != modelID || tree[modelID].parent != runID || tree[doorID].agent != a {
 		t.Fatalf("audit show --session: exit %d; door exec under %q (want the model call %s), model call under %q (want the run %s):\n%s",

@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"context"
@@ -29,8 +29,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // TestMCPDoorOnHostListener: an MCP client on the host reaches the agent's
 // core tools, which act in its sandbox, through the same pipeline.
 func TestMCPDoorOnHostListener(t *testing.T) {
-	e := newEnv(t, "mcp")
-	a := e.agents[0]
+	e := New(t, "mcp")
+	a := e.Agents[0]
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -38,16 +38,16 @@ func TestMCPDoorOnHostListener(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	_, clientBin := testenv.Binaries(t)
-	cfg := fmt.Sprintf("gateway:\n  clientBinary: %s\n  listen: %s\nagents:\n", clientBin, addr) + fmt.Sprintf(agentYAML, a)
-	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
+	cfg := fmt.Sprintf("gateway:\n  clientBinary: %s\n  listen: %s\nagents:\n", clientBin, addr) + fmt.Sprintf(AgentYAML, a)
+	if err := os.WriteFile(e.ConfigPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.d.Shutdown(context.Background()); err != nil {
+	if err := e.Daemon.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e.start()
+	e.Start()
 
-	store, err := auth.OpenStore(e.home + "/" + auth.StoreFile)
+	store, err := auth.OpenStore(e.Home + "/" + auth.StoreFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestMCPDoorOnHostListener(t *testing.T) {
 		t.Fatalf("unoffered tool over MCP: %v %+v", err, res)
 	}
 	var viaMCP int
-	for _, en := range e.entries(audit.Filter{Agent: a}) {
+	for _, en := range e.Entries(audit.Filter{Agent: a}) {
 		if en.Via == "mcp" {
 			viaMCP++
 		}
@@ -103,7 +103,7 @@ func TestMCPDoorOnHostListener(t *testing.T) {
 	if viaMCP != 4 { // decision + result of the allowed call, two denials
 		t.Fatalf("%d audit entries via mcp", viaMCP)
 	}
-	if got := e.entries(audit.Filter{Agent: a, Tool: "teleport"}); len(got) != 1 || got[0].Rule != "mcp.unoffered" || got[0].Decision != "deny" {
+	if got := e.Entries(audit.Filter{Agent: a, Tool: "teleport"}); len(got) != 1 || got[0].Rule != "mcp.unoffered" || got[0].Decision != "deny" {
 		t.Fatalf("unoffered call on record: %+v", got)
 	}
 	// A bad token on /mcp is on record as refused at the MCP door.
@@ -114,7 +114,7 @@ func TestMCPDoorOnHostListener(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	if got := e.entries(audit.Filter{Type: "admin"}); len(got) != 1 || got[0].Via != "mcp" || got[0].Rule != "auth.token" {
+	if got := e.Entries(audit.Filter{Type: "admin"}); len(got) != 1 || got[0].Via != "mcp" || got[0].Rule != "auth.token" {
 		t.Fatalf("refusal on /mcp: %+v", got)
 	}
 	// A skills token cannot call tools; an admin token is not an MCP token.
@@ -127,5 +127,5 @@ func TestMCPDoorOnHostListener(t *testing.T) {
 	if _, err := connect(auth.ScopeAdmin, ""); err == nil {
 		t.Fatal("an admin token opened an MCP session")
 	}
-	e.verify()
+	e.Verify()
 }

@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"context"
@@ -47,11 +47,11 @@ func homeFiles(t *testing.T, home string) map[string]string {
 // is being served exits with a message naming the first, and changes no
 // file of the home — not the audit log the first is writing.
 func TestSecondDaemonTouchesNothing(t *testing.T) {
-	e := newEnv(t, "lock")
-	a := e.agents[0]
+	e := New(t, "lock")
+	a := e.Agents[0]
 	toolgate, _ := testenv.Binaries(t)
 	denied := func() error {
-		_, err := e.call(a, "exec", map[string]any{"command": "rm -rf /tmp/x"})
+		_, err := e.Call(a, "exec", map[string]any{"command": "rm -rf /tmp/x"})
 		var we *wire.Error
 		if !errors.As(err, &we) || we.Rule != "no-rm-rf" {
 			return fmt.Errorf("want a no-rm-rf denial, got %v", err)
@@ -62,11 +62,11 @@ func TestSecondDaemonTouchesNothing(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, toolgate, "--home", e.home, "serve").CombinedOutput()
+		out, err := exec.CommandContext(ctx, toolgate, "--home", e.Home, "serve").CombinedOutput()
 		if err == nil {
 			t.Fatalf("a second daemon on the same home exited 0:\n%s", out)
 		}
-		want := fmt.Sprintf("another toolgate daemon (pid %d) is serving %s", os.Getpid(), e.home)
+		want := fmt.Sprintf("another toolgate daemon (pid %d) is serving %s", os.Getpid(), e.Home)
 		if !strings.Contains(string(out), want) {
 			t.Fatalf("second daemon's message does not say %q:\n%s", want, out)
 		}
@@ -76,12 +76,12 @@ func TestSecondDaemonTouchesNothing(t *testing.T) {
 	if err := denied(); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.d.audit.Flush(); err != nil {
+	if err := e.Daemon.FlushAudit(); err != nil {
 		t.Fatal(err)
 	}
-	before := homeFiles(t, e.home)
+	before := homeFiles(t, e.Home)
 	second()
-	after := homeFiles(t, e.home)
+	after := homeFiles(t, e.Home)
 	for path, was := range before {
 		if after[path] != was {
 			t.Errorf("the second daemon changed %s: %s → %s", path, was, after[path])
@@ -120,8 +120,8 @@ func TestSecondDaemonTouchesNothing(t *testing.T) {
 	if callErr != nil {
 		t.Fatal(callErr)
 	}
-	if got := len(e.entries(audit.Filter{Agent: a, Decision: "deny"})); got != answered {
+	if got := len(e.Entries(audit.Filter{Agent: a, Decision: "deny"})); got != answered {
 		t.Fatalf("%d denials answered, %d on record", answered, got)
 	}
-	e.verify()
+	e.Verify()
 }

@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"context"
@@ -71,13 +71,13 @@ func (g *engineGate) release() { g.once.Do(func() { close(g.open) }) }
 
 // dashboardRow is the agent's row of the dashboard's agents page, read
 // over the admin socket with the admin token.
-func dashboardRow(t *testing.T, e *env, agent string) string {
+func dashboardRow(t *testing.T, e *Env, agent string) string {
 	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, adminclient.SocketName))
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.Home, adminclient.SocketName))
 	}}}
 	req, _ := http.NewRequest("GET", "http://toolgate/ui/", nil)
-	req.Header.Set("Authorization", "Bearer "+e.token)
+	req.Header.Set("Authorization", "Bearer "+e.Token)
 	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -116,10 +116,10 @@ func agentRow(t *testing.T, c *adminclient.Client, agent string) adminclient.Age
 // decided and recorded, waits for its sandbox, and runs once it is up.
 func TestAdminAnswersWhileSandboxesStart(t *testing.T) {
 	gate := newEngineGate(t)
-	e := newHome(t, envExtra{}, "slow")
-	a := e.agents[0]
-	e.launch()
-	if r := agentRow(t, e.c, a); r.State != "starting" || r.Container != "" {
+	e := NewHome(t, Extra{}, "slow")
+	a := e.Agents[0]
+	e.Launch()
+	if r := agentRow(t, e.Admin, a); r.State != "starting" || r.Container != "" {
 		t.Fatalf("status while starting: %+v", r)
 	}
 	if row := dashboardRow(t, e, a); !strings.Contains(row, "<td>starting") {
@@ -131,12 +131,12 @@ func TestAdminAnswersWhileSandboxesStart(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		res, err := e.call(a, "exec", map[string]any{"argv": []string{"echo", "hi"}})
+		res, err := e.Call(a, "exec", map[string]any{"argv": []string{"echo", "hi"}})
 		done <- answer{res, err}
 	}()
 	// Its decision is on record: the call is past the policy, waiting.
 	for found := false; !found; time.Sleep(20 * time.Millisecond) {
-		_ = audit.Query(filepath.Join(e.home, "logs"), audit.Filter{Agent: a, Tool: "exec"}, func(*gateway.Entry) error {
+		_ = audit.Query(filepath.Join(e.Home, "logs"), audit.Filter{Agent: a, Tool: "exec"}, func(*gateway.Entry) error {
 			found = true
 			return nil
 		})
@@ -149,14 +149,14 @@ func TestAdminAnswersWhileSandboxesStart(t *testing.T) {
 	}
 	gate.release()
 	got := <-done
-	if got.err != nil || *got.res.ExitCode != 0 || out(got.res, "stdout") != "hi\n" {
+	if got.err != nil || *got.res.ExitCode != 0 || Out(got.res, "stdout") != "hi\n" {
 		t.Fatalf("call once the sandbox is up: %+v %v", got.res, got.err)
 	}
-	<-e.d.upDone
-	if r := agentRow(t, e.c, a); r.State != "running" || r.Container == "" {
+	<-e.Daemon.SandboxesUp()
+	if r := agentRow(t, e.Admin, a); r.State != "running" || r.Container == "" {
 		t.Fatalf("status once up: %+v", r)
 	}
-	e.verify()
+	e.Verify()
 }
 
 // TestSandboxFailureShownOthersWork: an agent whose sandbox cannot start
@@ -164,36 +164,36 @@ func TestAdminAnswersWhileSandboxesStart(t *testing.T) {
 // calls are refused with sandbox_unavailable, on the record; the other
 // agent's sandbox comes up and works.
 func TestSandboxFailureShownOthersWork(t *testing.T) {
-	e := newHome(t, envExtra{}, "fine", "broken")
-	good, bad := e.agents[0], e.agents[1]
+	e := NewHome(t, Extra{}, "fine", "broken")
+	good, bad := e.Agents[0], e.Agents[1]
 	_, clientBin := testenv.Binaries(t)
 	cfg := fmt.Sprintf("gateway:\n  clientBinary: %s\nagents:\n  %s: {}\n  %s: {image: toolgate-test/no-such-image:%d}\n", clientBin, good, bad, os.Getpid())
-	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(e.ConfigPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.start()
-	r := agentRow(t, e.c, bad)
+	e.Start()
+	r := agentRow(t, e.Admin, bad)
 	if r.State != "failed" || r.Error == "" || r.Container != "" {
 		t.Fatalf("status of the broken agent: %+v", r)
 	}
 	if row := dashboardRow(t, e, bad); !strings.Contains(row, "<td>failed") || !strings.Contains(row, `class="deny"`) {
 		t.Fatalf("dashboard row of the broken agent: %s", row)
 	}
-	_, err := e.call(bad, "exec", map[string]any{"argv": []string{"true"}})
+	_, err := e.Call(bad, "exec", map[string]any{"argv": []string{"true"}})
 	var we *wire.Error
 	if !errors.As(err, &we) || we.Code != "sandbox_unavailable" {
 		t.Fatalf("call to the broken agent: %v", err)
 	}
-	res, err := e.call(good, "exec", map[string]any{"argv": []string{"echo", "fine"}})
-	if err != nil || out(res, "stdout") != "fine\n" {
+	res, err := e.Call(good, "exec", map[string]any{"argv": []string{"echo", "fine"}})
+	if err != nil || Out(res, "stdout") != "fine\n" {
 		t.Fatalf("call to the good agent: %+v %v", res, err)
 	}
-	if r := agentRow(t, e.c, good); r.State != "running" {
+	if r := agentRow(t, e.Admin, good); r.State != "running" {
 		t.Fatalf("status of the good agent: %+v", r)
 	}
-	es := e.entries(audit.Filter{Agent: bad})
+	es := e.Entries(audit.Filter{Agent: bad})
 	if len(es) != 2 || es[0].Decision != "allow" || es[1].Phase != gateway.PhaseResult || es[1].Error == "" {
 		t.Fatalf("the broken agent's call on record: %+v", es)
 	}
-	e.verify()
+	e.Verify()
 }

@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"context"
@@ -61,16 +61,16 @@ func parseTree(out string) map[string]treeLine {
 // its own agent only; the dashboard's session page draws a tree per agent.
 func TestSessionGraftRefused(t *testing.T) {
 	e, addr, viewer := dashboardEnv(t, "graft-a", "graft-b")
-	a, b := e.agents[0], e.agents[1]
+	a, b := e.Agents[0], e.Agents[1]
 	const session = "graft-session-1"
 	runA, _ := callInSession(t, e, a, session, "/tools/bin/echo mine")
 	graft := func(word string) *gateway.Entry {
 		t.Helper()
 		cmd := fmt.Sprintf("TOOLGATE_CALL_ID=%s TOOLGATE_SESSION=%s /tools/bin/echo %s", runA, session, word)
-		if res, err := e.call(b, "exec", map[string]any{"command": cmd}); err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
+		if res, err := e.Call(b, "exec", map[string]any{"command": cmd}); err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
 			t.Fatalf("agent b's exec: %+v %v", res, err)
 		}
-		for _, en := range e.entries(audit.Filter{Agent: b, Tool: "echo"}) {
+		for _, en := range e.Entries(audit.Filter{Agent: b, Tool: "echo"}) {
 			if en.Phase == gateway.PhaseDecision && strings.Contains(string(en.Args), word) {
 				return en
 			}
@@ -83,22 +83,22 @@ func TestSessionGraftRefused(t *testing.T) {
 		t.Errorf("a parent hint naming agent a's call, linked: session %q, parent %q, detail %v", known.Session, known.Parent, known.Detail)
 	}
 	// A restart: the gateway no longer knows whose call runA is.
-	if err := e.d.Shutdown(context.Background()); err != nil {
+	if err := e.Daemon.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e.start()
+	e.Start()
 	forgotten := graft("graft-forgotten")
 	if forgotten.Parent != runA {
 		t.Fatalf("after a restart the hint is recorded as sent, want parent %s: %+v", runA, forgotten)
 	}
 	var mine string
-	for _, en := range e.entries(audit.Filter{Agent: a, Tool: "echo"}) {
+	for _, en := range e.Entries(audit.Filter{Agent: a, Tool: "echo"}) {
 		mine = en.ID
 	}
 
 	// audit show --session: A's tree holds A's calls only; B's are a tree of
 	// their own, and every line names its agent.
-	out, code := e.cli("", "audit", "show", "--session", session)
+	out, code := e.CLI("", "audit", "show", "--session", session)
 	tree := parseTree(out)
 	if code != 0 || tree[runA].tree != a || tree[mine].parent != runA || tree[mine].agent != a {
 		t.Fatalf("audit show --session: exit %d, a's run and echo not a's tree:\n%s", code, out)
@@ -108,21 +108,21 @@ func TestSessionGraftRefused(t *testing.T) {
 			t.Errorf("agent b's call %s drawn as %+v, want a root of b's tree:\n%s", g.ID, got, out)
 		}
 	}
-	out, code = e.cli("", "audit", "show", "--session", session, "--agent", a)
+	out, code = e.CLI("", "audit", "show", "--session", session, "--agent", a)
 	if code != 0 || strings.Contains(out, b) || !strings.Contains(out, mine) {
 		t.Errorf("audit show --session --agent a: exit %d\n%s", code, out)
 	}
 
 	// audit query: a session is one agent's; a parent's calls are its agent's.
-	out, code = e.cli("", "audit", "query", "--session", session)
+	out, code = e.CLI("", "audit", "query", "--session", session)
 	if code == 0 || !strings.Contains(out, "has entries of 2 agents") {
 		t.Errorf("audit query --session of two agents' entries: exit %d\n%s", code, out)
 	}
-	out, code = e.cli("", "audit", "query", "--session", session, "--agent", a, "--format", "json")
+	out, code = e.CLI("", "audit", "query", "--session", session, "--agent", a, "--format", "json")
 	if code != 0 || strings.Contains(out, known.ID) || strings.Contains(out, forgotten.ID) || !strings.Contains(out, mine) {
 		t.Errorf("audit query --session --agent a: exit %d\n%s", code, out)
 	}
-	out, code = e.cli("", "audit", "query", "--parent", runA, "--format", "json")
+	out, code = e.CLI("", "audit", "query", "--parent", runA, "--format", "json")
 	if code != 0 || strings.Contains(out, forgotten.ID) || !strings.Contains(out, mine) {
 		t.Errorf("audit query --parent (a's run): exit %d\n%s", code, out)
 	}

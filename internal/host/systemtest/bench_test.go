@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"context"
@@ -29,18 +29,18 @@ import (
 // warm executor) with `docker exec` (the path the seed describes); the whole
 // CLI command is BenchmarkGoalCLIExec's.
 //
-//	go test ./internal/host/daemon -run '^$' -bench ExecTrue -benchtime 200x
+//	go test ./internal/host/systemtest -run '^$' -bench ExecTrue -benchtime 200x
 func BenchmarkExecTrue(b *testing.B) {
-	e := newEnv(b, "bench")
-	a := e.agents[0]
+	e := New(b, "bench")
+	a := e.Agents[0]
 	args := map[string]any{"argv": []string{"true"}}
-	if _, err := e.call(a, "exec", args); err != nil {
+	if _, err := e.Call(a, "exec", args); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("admin-api", func(b *testing.B) {
-		timing.Run(b, func() error { _, err := e.call(a, "exec", args); return err })
+		timing.Run(b, func() error { _, err := e.Call(a, "exec", args); return err })
 	})
-	id := e.containerID(a)
+	id := e.ContainerID(a)
 	b.Run("docker-cli", func(b *testing.B) {
 		timing.Run(b, func() error { return exec.Command("docker", "exec", id, "true").Run() })
 	})
@@ -49,18 +49,18 @@ func BenchmarkExecTrue(b *testing.B) {
 // BenchmarkReadWrite1MiB times write and read of a 1 MiB file through the
 // admin API and the Engine's archive API.
 func BenchmarkReadWrite1MiB(b *testing.B) {
-	e := newEnv(b, "rw")
-	a := e.agents[0]
+	e := New(b, "rw")
+	a := e.Agents[0]
 	content := strings.Repeat("0123456789abcde\n", 1<<16)
 	b.Run("write", func(b *testing.B) {
 		timing.Run(b, func() error {
-			_, err := e.call(a, "write", map[string]any{"path": "big.txt", "content": content})
+			_, err := e.Call(a, "write", map[string]any{"path": "big.txt", "content": content})
 			return err
 		})
 	})
 	b.Run("read", func(b *testing.B) {
 		timing.Run(b, func() error {
-			_, err := e.call(a, "read", map[string]any{"path": "big.txt"})
+			_, err := e.Call(a, "read", map[string]any{"path": "big.txt"})
 			return err
 		})
 	})
@@ -137,26 +137,26 @@ func (discard) Append(*gateway.Entry) error { return nil }
 // same container (the goal: a ratio of at most 1). peak-MiB is the command's
 // own peak resident memory, which must not grow with the file.
 //
-//	go test ./internal/host/daemon -run '^$' -bench 'GoalRead16|GoalWrite16' -benchtime 10x
-//	go test ./internal/host/daemon -run '^$' -bench 'GoalRead256|GoalWrite256' -benchtime 3x
+//	go test ./internal/host/systemtest -run '^$' -bench 'GoalRead16|GoalWrite16' -benchtime 10x
+//	go test ./internal/host/systemtest -run '^$' -bench 'GoalRead256|GoalWrite256' -benchtime 3x
 func BenchmarkGoalWrite16MiB(b *testing.B)  { benchLargeFile(b, 16<<20, false) }
 func BenchmarkGoalRead16MiB(b *testing.B)   { benchLargeFile(b, 16<<20, true) }
 func BenchmarkGoalWrite256MiB(b *testing.B) { benchLargeFile(b, 256<<20, false) }
 func BenchmarkGoalRead256MiB(b *testing.B)  { benchLargeFile(b, 256<<20, true) }
 
 func benchLargeFile(b *testing.B, size int64, read bool) {
-	e := newEnv(b, "large")
-	a := e.agents[0]
-	e.writeConfig("")
-	cfg, err := os.ReadFile(e.cfg)
+	e := New(b, "large")
+	a := e.Agents[0]
+	e.WriteConfig("")
+	cfg, err := os.ReadFile(e.ConfigPath)
 	if err != nil {
 		b.Fatal(err)
 	}
 	cfg = []byte(strings.ReplaceAll(string(cfg), "maxWrite: 16m", "maxWrite: 1g, maxReadFile: 1g"))
-	if err := os.WriteFile(e.cfg, cfg, 0o600); err != nil {
+	if err := os.WriteFile(e.ConfigPath, cfg, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	if err := e.d.Reload(context.Background()); err != nil {
+	if _, err := e.Daemon.Reload(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	toolgate, _ := testenv.Binaries(b)
@@ -172,13 +172,13 @@ func benchLargeFile(b *testing.B, size int64, read bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	id := e.containerID(a)
+	id := e.ContainerID(a)
 	e.waitExecutor(b, a)
 	// run runs a command with stdin from and stdout to files ("": none)
 	// and returns its peak resident memory in MiB.
 	run := func(stdin, stdout string, argv ...string) (float64, error) {
 		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+		cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.Home)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		if stdin != "" {

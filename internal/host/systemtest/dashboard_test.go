@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"context"
@@ -113,15 +113,15 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 
 // dashboardEnv is a daemon listening on TCP (the dashboard, the admin API)
 // whose agents may call the builtin echo, and a viewer token.
-func dashboardEnv(t *testing.T, agents ...string) (e *env, addr, viewer string) {
+func dashboardEnv(t *testing.T, agents ...string) (e *Env, addr, viewer string) {
 	t.Helper()
 	addr = freePort(t)
-	e = newEnvWith(t, envExtra{
+	e = NewWith(t, Extra{
 		Gateway:   "  listen: " + addr + "\n",
 		Top:       "plugins:\n  echo: {kind: builtin, builtin: toolgate-echo}\n",
 		AgentKeys: "    tools: [echo]\n",
 	}, agents...)
-	store, err := auth.OpenStore(filepath.Join(e.home, auth.StoreFile))
+	store, err := auth.OpenStore(filepath.Join(e.Home, auth.StoreFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,10 +138,10 @@ func dashboardEnv(t *testing.T, agents ...string) (e *env, addr, viewer string) 
 // something or calls a tool.
 func TestDashboardInBrowser(t *testing.T) {
 	e, addr, viewer := dashboardEnv(t, "dash")
-	a := e.agents[0]
+	a := e.Agents[0]
 	base := "http://" + addr
 	// A denial, so the denials and policy pages have something to show.
-	_, _ = e.call(a, "exec", map[string]any{"command": "rm -rf /tmp/x"})
+	_, _ = e.Call(a, "exec", map[string]any{"command": "rm -rf /tmp/x"})
 
 	ctx := browser(t)
 	if err := chromedp.Do(ctx,
@@ -224,7 +224,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	// The viewer token changes nothing and calls nothing, on any door.
-	before := len(e.entries(audit.Filter{Agent: a, Tool: "exec"}))
+	before := len(e.Entries(audit.Filter{Agent: a, Tool: "exec"}))
 	for _, r := range []struct{ method, path, body string }{
 		{"POST", "/v1/agents/" + a + "/tools/exec/call", `{"command":"touch /tmp/viewer"}`},
 		{"POST", "/v1/agents/" + a + "/tools/echo/call", `{"argv":["x"]}`},
@@ -244,28 +244,28 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("viewer answering an approval on the dashboard: %d, want 403", st)
 	}
 	// The admin token answers only by a form of its own session.
-	adminCookie := &http.Cookie{Name: "toolgate_ui", Value: e.token}
+	adminCookie := &http.Cookie{Name: "toolgate_ui", Value: e.Token}
 	if st := status(t, "POST", base+"/ui/approvals/x", "", adminCookie, url.Values{"approve": {"yes"}, "csrf": {"forged"}}.Encode()); st != http.StatusForbidden {
 		t.Errorf("admin form without the session's form token: %d, want 403", st)
 	}
-	if after := len(e.entries(audit.Filter{Agent: a, Tool: "exec"})); after != before {
+	if after := len(e.Entries(audit.Filter{Agent: a, Tool: "exec"})); after != before {
 		t.Errorf("a viewer token ran exec: %d exec entries, had %d", after, before)
 	}
-	refused := e.entries(audit.Filter{Type: "admin"})
+	refused := e.Entries(audit.Filter{Type: "admin"})
 	if len(refused) < 9 {
 		t.Errorf("viewer refusals not all on record: %d admin entries", len(refused))
 	}
-	e.verify()
+	e.Verify()
 }
 
 // callInSession runs command by exec in session through the admin API
 // and returns its call id and how long it took.
-func callInSession(t *testing.T, e *env, agent, session, command string) (string, time.Duration) {
+func callInSession(t *testing.T, e *Env, agent, session, command string) (string, time.Duration) {
 	t.Helper()
 	start := time.Now()
 	req, _ := http.NewRequest("POST", "http://"+strings.TrimPrefix(e.listen(), "http://")+"/v1/agents/"+agent+"/tools/exec/call",
 		strings.NewReader(fmt.Sprintf(`{"command":%q}`, command)))
-	req.Header.Set("Authorization", "Bearer "+e.token)
+	req.Header.Set("Authorization", "Bearer "+e.Token)
 	req.Header.Set("Toolgate-Session", session)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -279,8 +279,8 @@ func callInSession(t *testing.T, e *env, agent, session, command string) (string
 }
 
 // listen is the daemon's TCP address from its config.
-func (e *env) listen() string {
-	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(e.extra.Gateway), "listen:"))
+func (e *Env) listen() string {
+	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(e.Extra.Gateway), "listen:"))
 }
 
 func status(t *testing.T, method, u, authz string, cookie *http.Cookie, body string) int {

@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"context"
@@ -14,19 +14,19 @@ import (
 
 // setPids rewrites the config with the agents' pids limit at n: a change
 // of their sandbox spec, so the containers must be recreated.
-func (e *env) setPids(n int) {
-	e.t.Helper()
-	b, err := os.ReadFile(e.cfg)
+func (e *Env) setPids(n int) {
+	e.T.Helper()
+	b, err := os.ReadFile(e.ConfigPath)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	cfg := string(b)
 	if i := strings.Index(cfg, ", pids: "); i >= 0 {
 		cfg = cfg[:i] + cfg[i+strings.Index(cfg[i:], "}"):]
 	}
 	cfg = strings.ReplaceAll(cfg, "execTimeout: 20s}", fmt.Sprintf("execTimeout: 20s, pids: %d}", n))
-	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
-		e.t.Fatal(err)
+	if err := os.WriteFile(e.ConfigPath, []byte(cfg), 0o600); err != nil {
+		e.T.Fatal(err)
 	}
 }
 
@@ -35,25 +35,25 @@ func (e *env) setPids(n int) {
 // the call. The call now completes, the answer says the recreate waits for
 // idle, and the sandbox is recreated after it.
 func TestReloadWithSpecChangeLetsCallsFinish(t *testing.T) {
-	e := newEnv(t, "drain")
-	a := e.agents[0]
-	old := e.containerID(a)
+	e := New(t, "drain")
+	a := e.Agents[0]
+	old := e.ContainerID(a)
 	slow := make(chan error, 1)
 	go func() {
-		res, err := e.call(a, "exec", map[string]any{"command": "touch started; sleep 2; echo finished"})
-		if err == nil && out(res, "stdout") != "finished\n" {
+		res, err := e.Call(a, "exec", map[string]any{"command": "touch started; sleep 2; echo finished"})
+		if err == nil && Out(res, "stdout") != "finished\n" {
 			err = fmt.Errorf("in-flight call: %+v", res)
 		}
 		slow <- err
 	}()
 	for {
-		if res, err := e.call(a, "exec", map[string]any{"command": "test -e started && echo y || true"}); err == nil && out(res, "stdout") == "y\n" {
+		if res, err := e.Call(a, "exec", map[string]any{"command": "test -e started && echo y || true"}); err == nil && Out(res, "stdout") == "y\n" {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	e.setPids(300)
-	ans, err := e.d.reload(context.Background())
+	ans, err := e.Daemon.Reload(context.Background())
 	if err != nil || !slices.Equal(ans.RecreatePending, []string{a}) {
 		t.Fatalf("reload with a call in flight: %+v, %v; want the recreate of %s pending", ans, err, a)
 	}
@@ -61,7 +61,7 @@ func TestReloadWithSpecChangeLetsCallsFinish(t *testing.T) {
 		t.Fatalf("the call in flight during the reload: %v", err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		st, err := e.d.status(context.Background())
+		st, err := e.Admin.Agents(context.Background())
 		if err == nil && st[0].State == "running" && st[0].Container != old {
 			break
 		}
@@ -69,7 +69,7 @@ func TestReloadWithSpecChangeLetsCallsFinish(t *testing.T) {
 			t.Fatalf("the sandbox was not recreated after the call finished: %+v %v", st, err)
 		}
 	}
-	if _, err := e.call(a, "exec", map[string]any{"argv": []string{"true"}}); err != nil {
+	if _, err := e.Call(a, "exec", map[string]any{"argv": []string{"true"}}); err != nil {
 		t.Fatalf("a call in the recreated sandbox: %v", err)
 	}
 }
@@ -77,8 +77,8 @@ func TestReloadWithSpecChangeLetsCallsFinish(t *testing.T) {
 // TestReloadStormKillsNoCall: 50 reloads, each changing the sandbox spec,
 // while calls run without pause: no call fails. The numbers are logged.
 func TestReloadStormKillsNoCall(t *testing.T) {
-	e := newEnv(t, "storm")
-	a := e.agents[0]
+	e := New(t, "storm")
+	a := e.Agents[0]
 	stop := make(chan struct{})
 	var calls, failed atomic.Int64
 	var maxLat atomic.Int64
@@ -94,12 +94,12 @@ func TestReloadStormKillsNoCall(t *testing.T) {
 				default:
 				}
 				t0 := time.Now()
-				res, err := e.call(a, "exec", map[string]any{"command": cmd})
+				res, err := e.Call(a, "exec", map[string]any{"command": cmd})
 				if d := int64(time.Since(t0)); d > maxLat.Load() {
 					maxLat.Store(d)
 				}
 				calls.Add(1)
-				if err != nil || out(res, "stdout") != "ok\n" {
+				if err != nil || Out(res, "stdout") != "ok\n" {
 					failed.Add(1)
 					t.Errorf("a call during the storm: %v %+v", err, res)
 				}
@@ -110,7 +110,7 @@ func TestReloadStormKillsNoCall(t *testing.T) {
 	t0 := time.Now()
 	for i := range 50 {
 		e.setPids(300 + i%2)
-		ans, err := e.d.reload(context.Background())
+		ans, err := e.Daemon.Reload(context.Background())
 		if err != nil {
 			t.Errorf("reload %d: %v", i, err)
 		}

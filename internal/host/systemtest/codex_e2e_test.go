@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"context"
@@ -107,23 +107,23 @@ const openaiHostKey = "sk-openai-host-only-agents-e2e-77aa"
 
 // openaiAgent is a daemon whose one agent runs in the claude-code image (a
 // Debian userland) with the model door's openai provider in front of fake.
-func openaiAgent(t *testing.T, name string, fake *scriptedResponses) (e *env, agent, workspace string) {
+func openaiAgent(t *testing.T, name string, fake *scriptedResponses) (e *Env, agent, workspace string) {
 	t.Helper()
 	e = modelAgent(t, name, "openai", openaiHostKey, fake.URL, "")
-	a := e.agents[0]
-	return e, a, filepath.Join(e.home, "agents", a, "workspace")
+	a := e.Agents[0]
+	return e, a, filepath.Join(e.Home, "agents", a, "workspace")
 }
 
 // modelAgent is a daemon whose one agent runs in the claude-code image with
 // the model door's provider api (anthropic, openai) in front of url, its key
 // a host secret the agent's sandbox never holds; extra is more of the
 // agent's YAML, indented as its keys are.
-func modelAgent(t *testing.T, name, api, key, url, extra string) *env {
+func modelAgent(t *testing.T, name, api, key, url, extra string) *Env {
 	t.Helper()
 	image := testenv.AgentImage(t, "claude-code")
-	e := newEnv(t, name)
-	a := e.agents[0]
-	e.writeSecrets(fmt.Sprintf("secrets:\n  %s_key: {value: %q, agents: [%q], tools: [%s]}\n", api, key, a, api))
+	e := New(t, name)
+	a := e.Agents[0]
+	e.WriteSecrets(fmt.Sprintf("secrets:\n  %s_key: {value: %q, agents: [%q], tools: [%s]}\n", api, key, a, api))
 	_, clientBin := testenv.Binaries(t)
 	cfg := fmt.Sprintf(`gateway:
   clientBinary: %s
@@ -135,10 +135,10 @@ agents:
     model: {providers: [%s]}
     limits: {execTimeout: 3m, memory: 1g}
 `, clientBin, api, api, url, api, a, image, api) + extra
-	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(e.ConfigPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.d.Reload(context.Background()); err != nil {
+	if _, err := e.Daemon.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -148,11 +148,11 @@ agents:
 // the fake's answer to the tool's output (want in it); then the fake must
 // have seen only the host's key, and the run's model calls must link to
 // it and record the tool call the model emitted.
-func runAgent(t *testing.T, e *env, a string, fake *scriptedResponses, want string, args ...string) {
+func runAgent(t *testing.T, e *Env, a string, fake *scriptedResponses, want string, args ...string) {
 	t.Helper()
 	toolgate, _ := testenv.Binaries(t)
 	cmd := exec.Command(toolgate, append([]string{"run", a}, args...)...)
-	cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+	cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.Home)
 	o, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(o), "RESULT:") || !strings.Contains(string(o), want) {
 		t.Fatalf("run: %v\n%s", err, o)
@@ -166,12 +166,12 @@ func runAgent(t *testing.T, e *env, a string, fake *scriptedResponses, want stri
 		}
 	}
 	var runID string
-	for _, en := range e.entries(audit.Filter{Agent: a, Tool: "exec"}) {
+	for _, en := range e.Entries(audit.Filter{Agent: a, Tool: "exec"}) {
 		if en.Phase != gateway.PhaseResult {
 			runID = en.ID
 		}
 	}
-	models := e.entries(audit.Filter{Agent: a, Type: string(gateway.KindModel)})
+	models := e.Entries(audit.Filter{Agent: a, Type: string(gateway.KindModel)})
 	var linked, toolCall bool
 	for _, m := range models {
 		linked = linked || m.Parent == runID

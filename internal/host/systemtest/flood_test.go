@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"bufio"
@@ -90,34 +90,34 @@ func withNofile(t testing.TB, n uint64) {
 
 // startListening restarts e's daemon with gateway.listen on a free loopback
 // port and the builtin echo allowed to every agent; it returns the address.
-func (e *env) startListening() string {
-	e.t.Helper()
-	if err := e.d.Shutdown(context.Background()); err != nil {
-		e.t.Fatal(err)
+func (e *Env) startListening() string {
+	e.T.Helper()
+	if err := e.Daemon.Shutdown(context.Background()); err != nil {
+		e.T.Fatal(err)
 	}
-	e.d = nil
+	e.Daemon = nil
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	_, clientBin := testenv.Binaries(e.t)
+	_, clientBin := testenv.Binaries(e.T)
 	cfg := fmt.Sprintf("gateway:\n  clientBinary: %s\n  listen: %s\nplugins:\n  echo: {kind: builtin, builtin: toolgate-echo}\nagents:\n", clientBin, addr)
-	for _, a := range e.agents {
+	for _, a := range e.Agents {
 		cfg += fmt.Sprintf("  %s:\n    tools: [echo]\n", a)
 	}
-	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
-		e.t.Fatal(err)
+	if err := os.WriteFile(e.ConfigPath, []byte(cfg), 0o600); err != nil {
+		e.T.Fatal(err)
 	}
-	e.start()
+	e.Start()
 	return addr
 }
 
 // agentSocketCall is one plugin call on the agent's socket, as a launcher
 // in the sandbox makes it.
-func (e *env) agentSocketCall(ctx context.Context, agent string) error {
-	sock := filepath.Join(e.home, "agents", agent, "sock", proto.SocketName)
+func (e *Env) agentSocketCall(ctx context.Context, agent string) error {
+	sock := filepath.Join(e.Home, "agents", agent, "sock", proto.SocketName)
 	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
@@ -141,24 +141,24 @@ func (e *env) agentSocketCall(ctx context.Context, agent string) error {
 // hang every door; the listener's cap keeps the agent sockets and the admin
 // socket answering.
 func TestIdleFloodOnTCPDoesNotStarveOtherDoors(t *testing.T) {
-	e := newEnv(t, "flood")
+	e := New(t, "flood")
 	withNofile(t, 1024)
 	addr := e.startListening()
 	holdConns(t, addr, 1100)
 	for i := range 10 {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		err := e.agentSocketCall(ctx, e.agents[0])
+		err := e.agentSocketCall(ctx, e.Agents[0])
 		cancel()
 		if err != nil {
 			t.Fatalf("agent socket call %d under the flood: %v", i, err)
 		}
 	}
-	if _, err := e.d.status(context.Background()); err != nil {
+	if _, err := e.Admin.Agents(context.Background()); err != nil { // the status is the daemon's own Docker calls
 		t.Fatalf("the daemon's own Docker calls under the flood: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if _, err := e.c.Call(ctx, e.agents[0], "echo", map[string]any{"argv": []string{"hi"}}, nil, nil); err != nil {
+	if _, err := e.Admin.Call(ctx, e.Agents[0], "echo", map[string]any{"argv": []string{"hi"}}, nil, nil); err != nil {
 		t.Fatalf("admin socket call under the flood: %v", err)
 	}
 }
@@ -167,7 +167,7 @@ func TestIdleFloodOnTCPDoesNotStarveOtherDoors(t *testing.T) {
 // with the TCP listener quiet and with 2,000 idle connections held on it,
 // under the descriptor limit (1024). p99 is the goal figure.
 func BenchmarkAgentCallUnderIdleFlood(b *testing.B) {
-	e := newEnv(b, "benchflood")
+	e := New(b, "benchflood")
 	withNofile(b, 1024)
 	addr := e.startListening()
 	for _, idle := range []int{0, 2000} {
@@ -179,7 +179,7 @@ func BenchmarkAgentCallUnderIdleFlood(b *testing.B) {
 			for b.Loop() {
 				t0 := time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				err := e.agentSocketCall(ctx, e.agents[0])
+				err := e.agentSocketCall(ctx, e.Agents[0])
 				cancel()
 				if err != nil {
 					b.Fatal(err)
@@ -202,7 +202,7 @@ func BenchmarkAgentCallUnderIdleFlood(b *testing.B) {
 // request (live feeds), its next connection is refused on the record, and
 // the admin socket answers throughout.
 func TestHalfOpenFloodFromOneSource(t *testing.T) {
-	e := newEnv(t, "halfopen")
+	e := New(t, "halfopen")
 	withNofile(t, 1024)
 	addr := e.startListening()
 	holdConns(t, addr, 1100)
@@ -212,8 +212,8 @@ func TestHalfOpenFloodFromOneSource(t *testing.T) {
 		want                int
 	}{
 		{"GET", "/metrics", "", http.StatusOK},
-		{"GET", "/ui/", e.token, http.StatusOK},
-		{"GET", "/v1/agents", e.token, http.StatusOK},
+		{"GET", "/ui/", e.Token, http.StatusOK},
+		{"GET", "/v1/agents", e.Token, http.StatusOK},
 		{"POST", "/mcp", "", http.StatusUnauthorized},
 	} {
 		req, _ := http.NewRequest(c.method, "http://"+addr+c.path, nil)
@@ -236,16 +236,23 @@ func TestHalfOpenFloodFromOneSource(t *testing.T) {
 	}
 
 	// Every connection of the source in a request: the next one is refused.
-	for i := range e.d.conns.PerSource {
+	// The source's limit is the daemon's plan for the descriptor limit it
+	// started under.
+	nofile, err := connlimit.Nofile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	perSource := connlimit.Plan(nofile).PerSource
+	for i := range perSource {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		fmt.Fprintf(c, "GET /ui/feed/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", e.token)
+		fmt.Fprintf(c, "GET /ui/feed/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", e.Token)
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
-			t.Fatalf("live feed %d of %d: %q %v", i+1, e.d.conns.PerSource, line, err)
+			t.Fatalf("live feed %d of %d: %q %v", i+1, perSource, line, err)
 		}
 	}
 	c, err := net.Dial("tcp", addr)
@@ -261,7 +268,7 @@ func TestHalfOpenFloodFromOneSource(t *testing.T) {
 	// The refusal is recorded beside the accept loop, not in it.
 	var refused []*gateway.Entry
 	for deadline := time.Now().Add(5 * time.Second); len(refused) == 0 && time.Now().Before(deadline); {
-		for _, en := range e.entries(audit.Filter{Type: string(gateway.KindAdmin), Decision: "deny"}) {
+		for _, en := range e.Entries(audit.Filter{Type: string(gateway.KindAdmin), Decision: "deny"}) {
 			if en.Rule == connlimit.RuleSourceLimit {
 				refused = append(refused, en)
 			}
@@ -273,7 +280,7 @@ func TestHalfOpenFloodFromOneSource(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if _, err := e.c.Call(ctx, e.agents[0], "echo", map[string]any{"argv": []string{"hi"}}, nil, nil); err != nil {
+	if _, err := e.Admin.Call(ctx, e.Agents[0], "echo", map[string]any{"argv": []string{"hi"}}, nil, nil); err != nil {
 		t.Fatalf("admin socket call with the source at its limit: %v", err)
 	}
 }

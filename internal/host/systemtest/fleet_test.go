@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"context"
@@ -19,24 +19,25 @@ import (
 func TestFleetCopy(t *testing.T) {
 	p := testenv.NeedPostgres(t)
 	dsn := p.NewDatabase(t)
-	e := newEnv(t, "fleet")
-	agent := e.agents[0]
-	if err := e.d.Shutdown(context.Background()); err != nil {
+	e := New(t, "fleet")
+	agent := e.Agents[0]
+	if err := e.Daemon.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e.d = nil
-	cfg, err := os.ReadFile(e.cfg)
+	e.Daemon = nil
+	cfg, err := os.ReadFile(e.ConfigPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	withPG := strings.Replace(string(cfg), "gateway:\n", fmt.Sprintf("gateway:\n  audit:\n    postgres: {dsn: %q}\n", dsn), 1)
-	if err := os.WriteFile(e.cfg, []byte(withPG), 0o600); err != nil {
+	if err := os.WriteFile(e.ConfigPath, []byte(withPG), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.start()
-	id, err := auditpg.GatewayID(e.home)
-	if err != nil || e.d.gatewayID != id {
-		t.Fatalf("gateway id %q, daemon %q: %v", id, e.d.gatewayID, err)
+	e.Start()
+	// The gateway id of the home: every row count finds must carry it.
+	id, err := auditpg.GatewayID(e.Home)
+	if err != nil {
+		t.Fatal(err)
 	}
 	store, err := auditpg.Open(context.Background(), dsn, nil)
 	if err != nil {
@@ -62,7 +63,7 @@ func TestFleetCopy(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	if _, err := e.call(agent, "exec", map[string]any{"command": "true"}); err != nil {
+	if _, err := e.Call(agent, "exec", map[string]any{"command": "true"}); err != nil {
 		t.Fatal(err)
 	}
 	count(2) // decision and result
@@ -77,7 +78,7 @@ func TestFleetCopy(t *testing.T) {
 		}
 	}()
 	// Calls do not wait for the database.
-	if _, err := e.call(agent, "exec", map[string]any{"command": "echo while-down"}); err != nil {
+	if _, err := e.Call(agent, "exec", map[string]any{"command": "echo while-down"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Start(); err != nil {
@@ -85,5 +86,5 @@ func TestFleetCopy(t *testing.T) {
 	}
 	restarted = true
 	count(4)
-	e.verify()
+	e.Verify()
 }

@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"context"
@@ -19,15 +19,15 @@ import (
 // records the call as interrupted, removes the temporary files of atomic
 // writes cut short, and the chain verifies.
 func TestCallInterruptedByCrashIsClosed(t *testing.T) {
-	e := newEnv(t, "crash")
-	a := e.agents[0]
-	cmd, c := e.serveProcess()
+	e := New(t, "crash")
+	a := e.Agents[0]
+	cmd, c := e.ServeProcess()
 	go func() {
 		_, _ = c.Call(context.Background(), a, "exec", map[string]any{"command": "sleep 60"}, nil, nil)
 	}()
 	var id string
 	for deadline := time.Now().Add(time.Minute); id == ""; time.Sleep(50 * time.Millisecond) {
-		_ = audit.Query(e.home+"/logs", audit.Filter{Agent: a, Tool: "exec", Decision: "allow"}, func(en *gateway.Entry) error {
+		_ = audit.Query(e.Home+"/logs", audit.Filter{Agent: a, Tool: "exec", Decision: "allow"}, func(en *gateway.Entry) error {
 			if strings.Contains(string(en.Args), "sleep 60") {
 				id = en.ID
 			}
@@ -41,27 +41,27 @@ func TestCallInterruptedByCrashIsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	if got, err := audit.Find(e.home+"/logs", id); err != nil || len(got) != 1 {
+	if got, err := audit.Find(e.Home+"/logs", id); err != nil || len(got) != 1 {
 		t.Fatalf("before the restart the call has %d entries (%v), want its decision only", len(got), err)
 	}
 
 	// What a crash in the middle of atomic writes leaves in the home.
 	leftovers := []string{auth.StoreFile + ".tmp", upstream.PinsFile + ".tmp", ".hooks-seen-123"}
 	for _, f := range leftovers {
-		if err := os.WriteFile(filepath.Join(e.home, f), []byte(`{"half":`), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(e.Home, f), []byte(`{"half":`), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	e.start()
+	e.Start()
 	for _, f := range leftovers {
-		if _, err := os.Stat(filepath.Join(e.home, f)); !os.IsNotExist(err) {
+		if _, err := os.Stat(filepath.Join(e.Home, f)); !os.IsNotExist(err) {
 			t.Errorf("leftover %s not removed at start: %v", f, err)
 		}
 	}
-	got := e.entries(audit.Filter{ID: id})
+	got := e.Entries(audit.Filter{ID: id})
 	if len(got) != 2 || got[1].Phase != gateway.PhaseResult || got[1].Error != audit.Interrupted {
 		t.Fatalf("after the restart: %+v", got)
 	}
-	e.verify()
+	e.Verify()
 }

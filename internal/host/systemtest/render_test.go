@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"encoding/json"
@@ -46,21 +46,21 @@ func TestHostileTextRendered(t *testing.T) {
 	if err := os.WriteFile(script, textsafe.JSON(turns), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e := newEnvWith(t, envExtra{
+	e := NewWith(t, Extra{
 		Gateway:   fmt.Sprintf("  models:\n    evil: {api: anthropic, kind: scripted, script: %s}\n", script),
 		Top:       "plugins:\n  echo: {kind: builtin, builtin: toolgate-echo}\n",
 		AgentKeys: "    tools: [echo]\n    model: {providers: [evil]}\n    askTimeout: 60s\n",
 	}, "render")
-	a := e.agents[0]
-	e.writeConfig(`      - name: ask-echo
+	a := e.Agents[0]
+	e.WriteConfig(`      - name: ask-echo
         ask: 'tool == "echo" && "ask-me" in args.argv'
         reason: a person reads this one
 `)
-	if err := e.d.Reload(t.Context()); err != nil {
+	if _, err := e.Daemon.Reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	const session = "render-session"
-	sess := e.c.WithSession(session)
+	sess := e.Admin.WithSession(session)
 	ctx := t.Context()
 
 	// An exec in the session whose argument is hostile, running the echo
@@ -72,20 +72,20 @@ func TestHostileTextRendered(t *testing.T) {
 	// Claude Code's gate with a hostile tool name and command, in the session.
 	hook, _ := json.Marshal(map[string]any{"session_id": session, "hook_event_name": "PreToolUse", "cwd": "/workspace",
 		"tool_name": "Bash\x1b[2J\u202e", "tool_input": map[string]any{"command": hostile}, "tool_use_id": "toolu_1"})
-	if res, err := e.call(a, "exec", map[string]any{"argv": []string{"/tools/toolgate-client", "hook", "pre-tool-use"}, "stdin": string(hook)}); err != nil || *res.ExitCode != 0 {
+	if res, err := e.Call(a, "exec", map[string]any{"argv": []string{"/tools/toolgate-client", "hook", "pre-tool-use"}, "stdin": string(hook)}); err != nil || *res.ExitCode != 0 {
 		t.Fatalf("hook gate: %v %+v", err, res)
 	}
 	// A model request naming a hostile model, from inside the sandbox (its
 	// arguments; usage counts the model the provider answered as).
 	body, _ := json.Marshal(map[string]any{"model": hostile, "max_tokens": 16, "messages": []any{map[string]any{"role": "user", "content": "hi"}}})
-	if _, err := e.call(a, "exec", map[string]any{"argv": []string{"wget", "-q", "-O-", "--header", "Content-Type: application/json",
+	if _, err := e.Call(a, "exec", map[string]any{"argv": []string{"wget", "-q", "-O-", "--header", "Content-Type: application/json",
 		"--post-data", string(body), "http://127.0.0.1:3129/evil/v1/messages"}}); err != nil {
 		t.Fatalf("model request: %v", err)
 	}
 	// A call waiting for a person, its argument hostile.
 	waiting := make(chan error, 1)
 	go func() {
-		_, err := e.call(a, "exec", map[string]any{"argv": []string{"/tools/bin/echo", hostile, "ask-me"}})
+		_, err := e.Call(a, "exec", map[string]any{"argv": []string{"/tools/bin/echo", hostile, "ask-me"}})
 		waiting <- err
 	}()
 	var askID string
@@ -93,7 +93,7 @@ func TestHostileTextRendered(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the echo that asks never waited for a person")
 		}
-		ps, err := e.c.Approvals(ctx)
+		ps, err := e.Admin.Approvals(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,14 +108,14 @@ func TestHostileTextRendered(t *testing.T) {
 	}
 
 	hookID := ""
-	for _, en := range e.entries(audit.Filter{Agent: a, Type: "hook"}) {
+	for _, en := range e.Entries(audit.Filter{Agent: a, Type: "hook"}) {
 		hookID = en.ID
 	}
 	toolgate, _ := testenv.Binaries(t)
 	run := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(toolgate, args...)
-		cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+		cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.Home)
 		out, err := cmd.Output()
 		if err != nil && !strings.HasPrefix(strings.Join(args, " "), "agent ") {
 			t.Fatalf("toolgate %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -169,9 +169,9 @@ func TestHostileTextRendered(t *testing.T) {
 			t.Errorf("%s changed: %s", strings.Join(args, " "), got)
 		}
 	}
-	if err := e.c.Answer(ctx, askID, adminclient.ApprovalAnswer{Reason: "no"}); err != nil {
+	if err := e.Admin.Answer(ctx, askID, adminclient.ApprovalAnswer{Reason: "no"}); err != nil {
 		t.Fatal(err)
 	}
 	<-waiting
-	e.verify()
+	e.Verify()
 }

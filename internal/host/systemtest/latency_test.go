@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"context"
@@ -29,13 +29,13 @@ import (
 // shell-script launcher; Claude Code's gate and tap as the CLI runs them
 // (sh -c, hook input on stdin); and a bare process start for scale. Timing is no assertion; run it to measure:
 //
-//	TOOLGATE_BENCH=1 go test ./internal/host/daemon -run LauncherLatency -v
+//	TOOLGATE_BENCH=1 go test ./internal/host/systemtest -run LauncherLatency -v
 func TestLauncherLatency(t *testing.T) {
 	if os.Getenv("TOOLGATE_BENCH") != "1" {
 		t.Skip("set TOOLGATE_BENCH=1 to measure")
 	}
 	e, a := pluginEnv(t)
-	ws := filepath.Join(e.home, "agents", a, "workspace")
+	ws := filepath.Join(e.Home, "agents", a, "workspace")
 	if err := os.WriteFile(filepath.Join(ws, "sh-echo"), []byte("#!/bin/sh\nexec /tools/toolgate-client call echo \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -64,25 +64,25 @@ func TestLauncherLatency(t *testing.T) {
 		l := e.timeInSandbox(t, a, 500, 1, c.argv...)
 		fmt.Printf("%-44s %8d %8d\n", c.name, l.P50, l.P99)
 	}
-	e.verify()
+	e.Verify()
 }
 
 // pluginEnv is a daemon on its production configuration whose one agent may
 // call the builtin echo plugin as /tools/bin/echo, with the in-sandbox timer
 // in its workspace.
-func pluginEnv(t testing.TB) (*env, string) {
+func pluginEnv(t testing.TB) (*Env, string) {
 	t.Helper()
-	e := newEnv(t, "lat")
-	a := e.agents[0]
+	e := New(t, "lat")
+	a := e.Agents[0]
 	_, clientBin := testenv.Binaries(t)
 	cfg := fmt.Sprintf("gateway:\n  clientBinary: %s\nplugins:\n  echo: {kind: builtin, builtin: toolgate-echo}\nagents:\n  %s:\n    tools: [echo]\n", clientBin, a)
-	if err := os.WriteFile(e.cfg, []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(e.ConfigPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.d.Reload(context.Background()); err != nil {
+	if _, err := e.Daemon.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	timing.Build(t, filepath.Join(e.home, "agents", a, "workspace"))
+	timing.Build(t, filepath.Join(e.Home, "agents", a, "workspace"))
 	e.waitExecutor(t, a)
 	return e, a
 }
@@ -90,9 +90,9 @@ func pluginEnv(t testing.TB) (*env, string) {
 // waitExecutor waits until agent's warm executor serves, so what is
 // measured is not the Engine's exec a call falls back on while the sandbox
 // starts.
-func (e *env) waitExecutor(t testing.TB, agent string) {
+func (e *Env) waitExecutor(t testing.TB, agent string) {
 	t.Helper()
-	sock := filepath.Join(e.home, "agents", agent, "exec", proto.ExecSocketName)
+	sock := filepath.Join(e.Home, "agents", agent, "exec", proto.ExecSocketName)
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		if c, err := net.Dial("unix", sock); err == nil {
 			c.Close()
@@ -106,13 +106,13 @@ func (e *env) waitExecutor(t testing.TB, agent string) {
 
 // sandboxCPU returns a reader of the CPU cgroup of agent's sandbox: what a
 // benchmark's calls cost the sandbox, and how long its quota held it back.
-func (e *env) sandboxCPU(b *testing.B, agent string) func() cgroup.CPUStat {
+func (e *Env) sandboxCPU(b *testing.B, agent string) func() cgroup.CPUStat {
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer cli.Close()
-	res, err := cli.ContainerInspect(context.Background(), e.containerID(agent), client.ContainerInspectOptions{})
+	res, err := cli.ContainerInspect(context.Background(), e.ContainerID(agent), client.ContainerInspectOptions{})
 	if err != nil || res.Container.State == nil {
 		b.Fatalf("inspecting the sandbox: %v", err)
 	}
@@ -127,13 +127,13 @@ func (e *env) sandboxCPU(b *testing.B, agent string) func() cgroup.CPUStat {
 }
 
 // timeInSandbox runs the timer in agent's sandbox: n runs of argv, c at a time.
-func (e *env) timeInSandbox(t testing.TB, agent string, n, c int, argv ...string) timing.Latency {
+func (e *Env) timeInSandbox(t testing.TB, agent string, n, c int, argv ...string) timing.Latency {
 	t.Helper()
-	res, err := e.call(agent, "exec", map[string]any{
+	res, err := e.Call(agent, "exec", map[string]any{
 		"argv":    append([]string{"/workspace/timer", "-n", strconv.Itoa(n), "-c", strconv.Itoa(c)}, argv...),
 		"timeout": "10m"})
 	var l timing.Latency
-	if err != nil || json.Unmarshal([]byte(fmt.Sprint(out(res, "stdout"))), &l) != nil {
+	if err != nil || json.Unmarshal([]byte(fmt.Sprint(Out(res, "stdout"))), &l) != nil {
 		t.Fatalf("timing %q: %v %+v", argv, err, res)
 	}
 	return l
@@ -152,7 +152,7 @@ func (e *env) timeInSandbox(t testing.TB, agent string, n, c int, argv ...string
 // append), the gateway's work (HTTP, header, decide, entry, echo, frames)
 // ~0.15–0.2 ms of CPU, the rest wake-ups.
 //
-//	go test ./internal/host/daemon -run '^$' -bench 'GoalPluginCall$' -benchtime 2000x
+//	go test ./internal/host/systemtest -run '^$' -bench 'GoalPluginCall$' -benchtime 2000x
 func BenchmarkGoalPluginCall(b *testing.B) {
 	e, a := pluginEnv(b)
 	for _, c := range []struct{ name, path string }{
@@ -163,7 +163,7 @@ func BenchmarkGoalPluginCall(b *testing.B) {
 			e.timeInSandbox(b, a, b.N, 1, c.path, "hi").Report(b)
 		})
 	}
-	e.verify()
+	e.Verify()
 }
 
 // BenchmarkGoalExec64 is `exec true` through the admin API from 64 clients
@@ -181,16 +181,16 @@ func BenchmarkGoalPluginCall(b *testing.B) {
 // mean is the sandbox's queue (sandbox.Queue: first come, first served,
 // 8 at once per CPU).
 //
-//	go test ./internal/host/daemon -run '^$' -bench GoalExec64 -benchtime 2000x
+//	go test ./internal/host/systemtest -run '^$' -bench GoalExec64 -benchtime 2000x
 func BenchmarkGoalExec64(b *testing.B) {
 	const clients = 64
-	e := newEnv(b, "c64")
-	a := e.agents[0]
-	timing.Build(b, filepath.Join(e.home, "agents", a, "workspace"))
+	e := New(b, "c64")
+	a := e.Agents[0]
+	timing.Build(b, filepath.Join(e.Home, "agents", a, "workspace"))
 	cs := make([]*adminclient.Client, clients)
 	for i := range cs {
 		var err error
-		if cs[i], err = adminclient.Dial(e.home); err != nil {
+		if cs[i], err = adminclient.Dial(e.Home); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -236,5 +236,5 @@ func BenchmarkGoalExec64(b *testing.B) {
 		l.Report(b)
 		b.ReportMetric(l.PerSecond, "calls/s")
 	})
-	e.verify()
+	e.Verify()
 }

@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"context"
@@ -53,7 +53,7 @@ func newFleet(b *testing.B, n int) *fleet {
 	for i := range n {
 		a := fmt.Sprintf("%sfleet%02d", testenv.Prefix(), i)
 		f.agents = append(f.agents, a)
-		fmt.Fprintf(&cfg, agentYAML, a)
+		fmt.Fprintf(&cfg, AgentYAML, a)
 	}
 	if err := os.WriteFile(filepath.Join(f.home, "config.yaml"), []byte(cfg.String()), 0o600); err != nil {
 		b.Fatal(err)
@@ -245,7 +245,7 @@ func runArgv(c container.InspectResponse, name string) []string {
 // parallel `docker run -d` with exactly the flags of toolgate's containers
 // (taken from them). Goal: toolgate ≤ 1.2× the baseline (p50-ms).
 //
-//	go test ./internal/host/daemon -run '^$' -bench GoalStart30 -benchtime 3x
+//	go test ./internal/host/systemtest -run '^$' -bench GoalStart30 -benchtime 3x
 func BenchmarkGoalStart30(b *testing.B) {
 	f := newFleet(b, 30)
 	if _, err := f.serveReady(); err != nil {
@@ -294,7 +294,7 @@ func BenchmarkGoalStart30(b *testing.B) {
 // the Engine, with a process start like toolgate's). Goal: toolgate
 // ≤ 300 ms (p50-ms).
 //
-//	go test ./internal/host/daemon -run '^$' -bench GoalReattach30 -benchtime 5x
+//	go test ./internal/host/systemtest -run '^$' -bench GoalReattach30 -benchtime 5x
 func BenchmarkGoalReattach30(b *testing.B) {
 	f := newFleet(b, 30)
 	if _, err := f.serveReady(); err != nil {
@@ -325,7 +325,7 @@ func BenchmarkGoalReattach30(b *testing.B) {
 // sandboxes are created meanwhile) beside the same with no agents. Goal:
 // toolgate ≤ 200 ms (p50-ms), whatever the number of agents.
 //
-//	go test ./internal/host/daemon -run '^$' -bench GoalAdminReady -benchtime 5x
+//	go test ./internal/host/systemtest -run '^$' -bench GoalAdminReady -benchtime 5x
 func BenchmarkGoalAdminReady(b *testing.B) {
 	f30, f0 := newFleet(b, 30), newFleet(b, 0)
 	firstAnswer := func(f *fleet) (time.Duration, error) {

@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"bytes"
@@ -29,12 +29,12 @@ import (
 // constraint failed: entries.seq" and a reindex left entries twice, at
 // wrong positions.
 func TestAuditIndexOneWriter(t *testing.T) {
-	e := newHome(t, envExtra{}, "onewriter")
-	a := e.agents[0]
-	logs := filepath.Join(e.home, "logs")
+	e := NewHome(t, Extra{}, "onewriter")
+	a := e.Agents[0]
+	logs := filepath.Join(e.Home, "logs")
 	prefill(t, logs, a, 30_000)
-	serve, c := e.serveProcess()
-	e.c = c
+	serve, c := e.ServeProcess()
+	e.Admin = c
 	toolgate, _ := testenv.Binaries(t)
 
 	stop := make(chan struct{})
@@ -57,7 +57,7 @@ func TestAuditIndexOneWriter(t *testing.T) {
 					return
 				default:
 				}
-				_, err := e.call(a, "exec", map[string]any{"command": fmt.Sprintf("rm -rf /tmp/w%d-%d", w, i)})
+				_, err := e.Call(a, "exec", map[string]any{"command": fmt.Sprintf("rm -rf /tmp/w%d-%d", w, i)})
 				var we *wire.Error
 				if !errors.As(err, &we) || we.Rule != "no-rm-rf" {
 					fail("a call under load", err, nil)
@@ -70,7 +70,7 @@ func TestAuditIndexOneWriter(t *testing.T) {
 		}()
 	}
 	run := func(args ...string) {
-		cmd := exec.Command(toolgate, append([]string{"--home", e.home, "audit"}, args...)...)
+		cmd := exec.Command(toolgate, append([]string{"--home", e.Home, "audit"}, args...)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fail(strings.Join(args, " "), err, out)
 		}
@@ -218,8 +218,8 @@ func compareIndexWithLog(t *testing.T, dir string) {
 // installed beside toolgate, so none was started — and the answer covers
 // the call made just before.
 func TestAuditCLIAsksTheGateway(t *testing.T) {
-	e := newEnv(t, "asks")
-	a := e.agents[0]
+	e := New(t, "asks")
+	a := e.Agents[0]
 	toolgate, _ := testenv.Binaries(t)
 	alone := t.TempDir()
 	for _, name := range []string{"toolgate", "toolgate-cli"} {
@@ -233,13 +233,13 @@ func TestAuditCLIAsksTheGateway(t *testing.T) {
 	}
 	run := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command(filepath.Join(alone, "toolgate"), append([]string{"--home", e.home, "audit"}, args...)...).CombinedOutput()
+		out, err := exec.Command(filepath.Join(alone, "toolgate"), append([]string{"--home", e.Home, "audit"}, args...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("audit %v: %v\n%s", args, err, out)
 		}
 		return string(out)
 	}
-	_, err := e.call(a, "exec", map[string]any{"command": "rm -rf /tmp/asked"})
+	_, err := e.Call(a, "exec", map[string]any{"command": "rm -rf /tmp/asked"})
 	var we *wire.Error
 	if !errors.As(err, &we) || we.ID == "" {
 		t.Fatalf("want a denial with its id, got %v", err)

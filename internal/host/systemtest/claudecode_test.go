@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"encoding/json"
@@ -47,14 +47,14 @@ func privateEtc(t *testing.T, layer, work string, argv ...string) *exec.Cmd {
 // attempt does.
 func TestClaudeCodeGateTheAgentCannotSwitchOff(t *testing.T) {
 	claude := testenv.ClaudeCLI(t)
-	e := newEnv(t, "cc")
-	a := e.agents[0]
-	e.writeConfig("      - name: no-rm-hook\n        deny: 'kind == \"hook\" && command.contains(\"rm -rf\")'\n        reason: no recursive removal by Claude either\n")
-	if err := e.d.Reload(t.Context()); err != nil {
+	e := New(t, "cc")
+	a := e.Agents[0]
+	e.WriteConfig("      - name: no-rm-hook\n        deny: 'kind == \"hook\" && command.contains(\"rm -rf\")'\n        reason: no recursive removal by Claude either\n")
+	if _, err := e.Daemon.Reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	toolgate, clientBin := testenv.Binaries(t)
-	socket := filepath.Join(sandbox.AgentSpec{Workspace: e.d.config().Agents[a].Workspace}.SocketDir(), proto.SocketName)
+	socket := filepath.Join(sandbox.AgentSpec{Workspace: e.Config().Agents[a].Workspace}.SocketDir(), proto.SocketName)
 
 	// The managed settings, written by the command operators run, at its
 	// default path inside the overlay.
@@ -180,11 +180,11 @@ func TestClaudeCodeGateTheAgentCannotSwitchOff(t *testing.T) {
 			}
 		})
 	}
-	denied := e.entries(audit.Filter{Agent: a, Type: "hook", Decision: "deny"})
+	denied := e.Entries(audit.Filter{Agent: a, Type: "hook", Decision: "deny"})
 	if want := 8; len(denied) != want {
 		t.Fatalf("%d hook denials on record, want %d", len(denied), want)
 	}
-	e.verify()
+	e.Verify()
 }
 
 // forwarder lets a CLI in a sandbox without network reach the fake API: it
@@ -224,13 +224,13 @@ while True:
 // sandbox mounts keep the gate: the denied command is denied and recorded.
 func TestClaudeCodeInSandboxKeepsItsGate(t *testing.T) {
 	image := testenv.AgentImage(t, "claude-code")
-	e := newEnv(t, "ccbox")
-	a := e.agents[0]
-	e.writeConfig("      - name: no-rm-hook\n        deny: 'kind == \"hook\" && command.contains(\"rm -rf\")'\n        reason: no recursive removal by Claude either\n    image: " + image + "\n")
-	if err := e.d.Reload(t.Context()); err != nil {
+	e := New(t, "ccbox")
+	a := e.Agents[0]
+	e.WriteConfig("      - name: no-rm-hook\n        deny: 'kind == \"hook\" && command.contains(\"rm -rf\")'\n        reason: no recursive removal by Claude either\n    image: " + image + "\n")
+	if _, err := e.Daemon.Reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	ws := e.d.config().Agents[a].Workspace
+	ws := e.Config().Agents[a].Workspace
 	for _, d := range []string{"victim", ".claude"} {
 		if err := os.MkdirAll(filepath.Join(ws, d), 0o777); err != nil {
 			t.Fatal(err)
@@ -254,7 +254,7 @@ func TestClaudeCodeInSandboxKeepsItsGate(t *testing.T) {
 	if err != nil || !gated {
 		t.Fatalf("WithGate: %v %v", gated, err)
 	}
-	res, err := e.call(a, "exec", map[string]any{
+	res, err := e.Call(a, "exec", map[string]any{
 		"argv": append([]string{"sh", "-c", `python3 fwd.py api.sock >/dev/null 2>&1 & sleep 1; exec "$@"`, "sh"}, argv...),
 		"env":  map[string]string{"ANTHROPIC_BASE_URL": "http://127.0.0.1:8080", "ANTHROPIC_API_KEY": "sk-fake"},
 	})
@@ -263,7 +263,7 @@ func TestClaudeCodeInSandboxKeepsItsGate(t *testing.T) {
 	}
 	results := api.Results()
 	if len(results) != 2 || results[0].IsError {
-		t.Fatalf("tool results %+v; output %v %v", results, out(res, "stdout"), out(res, "stderr"))
+		t.Fatalf("tool results %+v; output %v %v", results, Out(res, "stdout"), Out(res, "stderr"))
 	}
 	if _, err := os.Stat(filepath.Join(ws, "victim")); err != nil {
 		t.Fatalf("the denied command ran: %v; tool results %+v", err, results)
@@ -274,8 +274,8 @@ func TestClaudeCodeInSandboxKeepsItsGate(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(ws, ".claude", "settings.local.json")); err != nil || !strings.Contains(string(b), "disableAllHooks") {
 		t.Fatalf("the agent's write did not happen: %v %s", err, b)
 	}
-	if got := e.entries(audit.Filter{Agent: a, Type: "hook", Decision: "deny"}); len(got) != 1 || got[0].Tool != "Bash" {
+	if got := e.Entries(audit.Filter{Agent: a, Type: "hook", Decision: "deny"}); len(got) != 1 || got[0].Tool != "Bash" {
 		t.Fatalf("hook denial on record: %+v", got)
 	}
-	e.verify()
+	e.Verify()
 }

@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"bytes"
@@ -24,8 +24,8 @@ import (
 // before any byte is taken; the audit keeps path, size and digest. The CLI's
 // write uses this path, from a file and from a pipe, and prints an integer.
 func TestWriteRawBodyStreams(t *testing.T) {
-	e := newEnv(t, "raw")
-	a := e.agents[0]
+	e := New(t, "raw")
+	a := e.Agents[0]
 	ctx := context.Background()
 	content := make([]byte, 3<<20+17)
 	_, _ = rand.Read(content)
@@ -33,19 +33,19 @@ func TestWriteRawBodyStreams(t *testing.T) {
 	args := func(size int) map[string]any {
 		return map[string]any{"path": "bin/raw.dat", "size": size, "sha256": hex.EncodeToString(sum[:])}
 	}
-	res, err := e.c.CallRaw(ctx, a, "write", args(len(content)), bytes.NewReader(content), int64(len(content)))
+	res, err := e.Admin.CallRaw(ctx, a, "write", args(len(content)), bytes.NewReader(content), int64(len(content)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(out(res, "bytes")); got != fmt.Sprint(len(content)) {
+	if got := fmt.Sprint(Out(res, "bytes")); got != fmt.Sprint(len(content)) {
 		t.Errorf("write answered bytes %s, want %d", got, len(content))
 	}
 	digest := func() string {
-		res, err := e.call(a, "exec", map[string]any{"argv": []string{"sha256sum", "/workspace/bin/raw.dat"}})
+		res, err := e.Call(a, "exec", map[string]any{"argv": []string{"sha256sum", "/workspace/bin/raw.dat"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, _ := out(res, "stdout").(string)
+		s, _ := Out(res, "stdout").(string)
 		return strings.Fields(s + " -")[0]
 	}
 	if got := digest(); got != hex.EncodeToString(sum[:]) {
@@ -59,20 +59,20 @@ func TestWriteRawBodyStreams(t *testing.T) {
 		"longer":      append(append([]byte{}, content...), 'x'),
 	} {
 		// Chunked (size -1): the client does not hold the body to its length.
-		if _, err := e.c.CallRaw(ctx, a, "write", args(len(content)), bytes.NewReader(body), -1); err == nil {
+		if _, err := e.Admin.CallRaw(ctx, a, "write", args(len(content)), bytes.NewReader(body), -1); err == nil {
 			t.Errorf("%s: write succeeded", name)
 		}
 		if got := digest(); got != hex.EncodeToString(sum[:]) {
 			t.Errorf("%s: the file changed (sha256 %s)", name, got)
 		}
 	}
-	_, err = e.c.CallRaw(ctx, a, "write", args(16<<20+1), bytes.NewReader(content), -1)
+	_, err = e.Admin.CallRaw(ctx, a, "write", args(16<<20+1), bytes.NewReader(content), -1)
 	if err == nil || !strings.Contains(err.Error(), "over the write limit of 16777216 bytes") {
 		t.Errorf("over maxWrite: %v", err)
 	}
 
 	var found bool
-	for _, en := range e.entries(audit.Filter{Agent: a, Tool: "write"}) {
+	for _, en := range e.Entries(audit.Filter{Agent: a, Tool: "write"}) {
 		if en.Phase == gateway.PhaseDecision && strings.Contains(string(en.Args), hex.EncodeToString(sum[:])) &&
 			strings.Contains(string(en.Args), fmt.Sprintf(`"size":%d`, len(content))) && strings.Contains(string(en.Args), "raw.dat") {
 			found = true
@@ -81,7 +81,7 @@ func TestWriteRawBodyStreams(t *testing.T) {
 	if !found {
 		t.Error("no audit decision entry with the write's path, size and sha256")
 	}
-	e.verify()
+	e.Verify()
 
 	toolgate, _ := testenv.Binaries(t)
 	src := t.TempDir() + "/src.dat"
@@ -95,7 +95,7 @@ func TestWriteRawBodyStreams(t *testing.T) {
 	defer f.Close()
 	for name, stdin := range map[string]any{"file": f, "pipe": bytes.NewReader(content[:1<<20])} {
 		cmd := exec.Command(toolgate, "write", a, "bin/raw.dat")
-		cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+		cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.Home)
 		switch in := stdin.(type) {
 		case *os.File:
 			cmd.Stdin = in
@@ -117,40 +117,40 @@ func TestWriteRawBodyStreams(t *testing.T) {
 // them and in the audit's result entry; a file over limits.maxReadFile is
 // refused before a byte; `toolgate read --binary` prints the bytes.
 func TestReadRawStreams(t *testing.T) {
-	e := newEnv(t, "rawread")
-	a := e.agents[0]
+	e := New(t, "rawread")
+	a := e.Agents[0]
 	ctx := context.Background()
 	content := make([]byte, 3<<20+5)
 	_, _ = rand.Read(content)
 	sum := sha256.Sum256(content)
 	put := func(p string, b []byte) {
 		s := sha256.Sum256(b)
-		if _, err := e.c.CallRaw(ctx, a, "write", map[string]any{"path": p, "size": len(b), "sha256": hex.EncodeToString(s[:])}, bytes.NewReader(b), int64(len(b))); err != nil {
+		if _, err := e.Admin.CallRaw(ctx, a, "write", map[string]any{"path": p, "size": len(b), "sha256": hex.EncodeToString(s[:])}, bytes.NewReader(b), int64(len(b))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	put("r.bin", content)
 	var got bytes.Buffer
-	res, err := e.c.CallRawOut(ctx, a, "read", map[string]any{"path": "r.bin", "encoding": "raw"}, &got)
+	res, err := e.Admin.CallRawOut(ctx, a, "read", map[string]any{"path": "r.bin", "encoding": "raw"}, &got)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got.Bytes(), content) || fmt.Sprint(out(res, "sha256")) != hex.EncodeToString(sum[:]) || fmt.Sprint(out(res, "size")) != fmt.Sprint(len(content)) {
+	if !bytes.Equal(got.Bytes(), content) || fmt.Sprint(Out(res, "sha256")) != hex.EncodeToString(sum[:]) || fmt.Sprint(Out(res, "size")) != fmt.Sprint(len(content)) {
 		t.Fatalf("read %d bytes (equal: %v), result %v", got.Len(), bytes.Equal(got.Bytes(), content), res.Output)
 	}
 
 	put("big.bin", make([]byte, 10<<20+1))
 	got.Reset()
-	if _, err := e.c.CallRawOut(ctx, a, "read", map[string]any{"path": "big.bin", "encoding": "raw"}, &got); err == nil ||
+	if _, err := e.Admin.CallRawOut(ctx, a, "read", map[string]any{"path": "big.bin", "encoding": "raw"}, &got); err == nil ||
 		!strings.Contains(err.Error(), "over the read cap of 10485760 bytes") || got.Len() != 0 {
 		t.Errorf("over maxReadFile: %v, %d bytes streamed", err, got.Len())
 	}
-	if _, err := e.c.CallRawOut(ctx, a, "read", map[string]any{"path": "nope.bin", "encoding": "raw"}, &got); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if _, err := e.Admin.CallRawOut(ctx, a, "read", map[string]any{"path": "nope.bin", "encoding": "raw"}, &got); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("missing file: %v", err)
 	}
 
 	var found bool
-	for _, en := range e.entries(audit.Filter{Agent: a, Tool: "read"}) {
+	for _, en := range e.Entries(audit.Filter{Agent: a, Tool: "read"}) {
 		if en.Phase == gateway.PhaseResult && fmt.Sprint(en.Detail["sha256"]) == hex.EncodeToString(sum[:]) {
 			found = true
 		}
@@ -158,17 +158,17 @@ func TestReadRawStreams(t *testing.T) {
 	if !found {
 		t.Error("no audit result entry with the read's sha256")
 	}
-	e.verify()
+	e.Verify()
 
 	toolgate, _ := testenv.Binaries(t)
 	cmd := exec.Command(toolgate, "read", "--binary", a, "r.bin")
-	cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+	cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.Home)
 	o, err := cmd.Output()
 	if err != nil || !bytes.Equal(o, content) {
 		t.Errorf("CLI read --binary: %v, %d bytes (equal: %v)", err, len(o), bytes.Equal(o, content))
 	}
 	cmd = exec.Command(toolgate, "read", a, "r.bin")
-	cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.home)
+	cmd.Env = append(os.Environ(), "TOOLGATE_HOME="+e.Home)
 	if o, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(o), "read it with --binary") {
 		t.Errorf("CLI text read of a binary file: %v %q", err, o)
 	}
@@ -181,8 +181,8 @@ func TestReadRawStreams(t *testing.T) {
 // refused and leaves the file; the right one, in either case, is accepted. A raw body with
 // only a size that is shorter or longer than it is refused.
 func TestWriteDigestInResult(t *testing.T) {
-	e := newEnv(t, "digest")
-	a := e.agents[0]
+	e := New(t, "digest")
+	a := e.Agents[0]
 	toolgate, _ := testenv.Binaries(t)
 	content := make([]byte, 2<<20+9)
 	_, _ = rand.Read(content)
@@ -199,12 +199,12 @@ func TestWriteDigestInResult(t *testing.T) {
 		}
 		defer f.Close()
 		cmd := exec.Command(toolgate, append([]string{"write", a, "d.bin"}, flags...)...)
-		cmd.Env, cmd.Stdin = append(os.Environ(), "TOOLGATE_HOME="+e.home), f
+		cmd.Env, cmd.Stdin = append(os.Environ(), "TOOLGATE_HOME="+e.Home), f
 		o, err := cmd.CombinedOutput()
 		return string(o), err
 	}
 	fileSum := func() string {
-		b, _ := os.ReadFile(e.home + "/agents/" + a + "/workspace/d.bin")
+		b, _ := os.ReadFile(e.Home + "/agents/" + a + "/workspace/d.bin")
 		s := sha256.Sum256(b)
 		return hex.EncodeToString(s[:])
 	}
@@ -215,7 +215,7 @@ func TestWriteDigestInResult(t *testing.T) {
 		t.Fatal("the file is not the content")
 	}
 	var decision, result *gateway.Entry
-	for _, en := range e.entries(audit.Filter{Agent: a, Tool: "write"}) {
+	for _, en := range e.Entries(audit.Filter{Agent: a, Tool: "write"}) {
 		switch en.Phase {
 		case gateway.PhaseDecision:
 			decision = en
@@ -242,12 +242,12 @@ func TestWriteDigestInResult(t *testing.T) {
 	}
 	ctx := context.Background()
 	for name, body := range map[string][]byte{"shorter": content[:len(content)-1], "longer": append(append([]byte{}, content...), 0)} {
-		if _, err := e.c.CallRaw(ctx, a, "write", map[string]any{"path": "d.bin", "size": len(content)}, bytes.NewReader(body), -1); err == nil {
+		if _, err := e.Admin.CallRaw(ctx, a, "write", map[string]any{"path": "d.bin", "size": len(content)}, bytes.NewReader(body), -1); err == nil {
 			t.Errorf("%s body: write succeeded", name)
 		}
 	}
 	if fileSum() != hexSum {
 		t.Error("a refused write changed the file")
 	}
-	e.verify()
+	e.Verify()
 }

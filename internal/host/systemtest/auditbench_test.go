@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"fmt"
@@ -19,16 +19,16 @@ import (
 // at a million entries). The log holds TOOLGATE_BENCH_ENTRIES entries
 // (default 100,000):
 //
-//	TOOLGATE_BENCH_ENTRIES=1000000 go test ./internal/host/daemon -run '^$' -bench AuditCLI -benchtime 20x -timeout 1h
+//	TOOLGATE_BENCH_ENTRIES=1000000 go test ./internal/host/systemtest -run '^$' -bench AuditCLI -benchtime 20x -timeout 1h
 func BenchmarkAuditCLI(b *testing.B) {
 	n := 100_000
 	if v, err := strconv.Atoi(os.Getenv("TOOLGATE_BENCH_ENTRIES")); err == nil && v > 0 {
 		n = v
 	}
-	e := newHome(b, envExtra{}, "auditbench")
-	logs := filepath.Join(e.home, "logs")
-	ids := prefill(b, logs, e.agents[0], n)
-	serve, _ := e.serveProcess()
+	e := NewHome(b, Extra{}, "auditbench")
+	logs := filepath.Join(e.Home, "logs")
+	ids := prefill(b, logs, e.Agents[0], n)
+	serve, _ := e.ServeProcess()
 	defer stopServe(b, serve)
 	toolgate, _ := testenv.Binaries(b)
 	files, err := filepath.Glob(filepath.Join(logs, "*.jsonl"))
@@ -39,7 +39,7 @@ func BenchmarkAuditCLI(b *testing.B) {
 	word := fmt.Sprintf("pre%d", n/2) // in one entry's arguments
 	audit := func(args ...string) func() error {
 		return func() error {
-			out, err := exec.Command(toolgate, append([]string{"--home", e.home, "audit"}, args...)...).CombinedOutput()
+			out, err := exec.Command(toolgate, append([]string{"--home", e.Home, "audit"}, args...)...).CombinedOutput()
 			if err != nil {
 				return fmt.Errorf("%v\n%s", err, out)
 			}

@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // starts and waits for the CLI, and hides what goroutine hand-offs cost a
 // daemon that sits idle between calls.
 //
-//	go test ./internal/host/daemon -run '^$' -bench GoalCLIExec -benchtime 200x
+//	go test ./internal/host/systemtest -run '^$' -bench GoalCLIExec -benchtime 200x
 //
 // Where the Go CLI's time went (Dec 2026, 2 shared cores): its process
 // start and exit ~2 ms of ~4.4 — an empty static Go program alone takes
@@ -40,15 +40,15 @@ import (
 // which busybox's `true` itself, fork, exec and wait, ~0.75 — then result
 // entry and answer 0.15.
 func BenchmarkGoalCLIExec(b *testing.B) {
-	e := newEnv(b, "clibench")
-	a := e.agents[0]
-	e.serveProcess()
+	e := New(b, "clibench")
+	a := e.Agents[0]
+	e.ServeProcess()
 	toolgate, _ := testenv.Binaries(b)
 	args := map[string]any{"argv": []string{"true"}}
-	if _, err := e.call(a, "exec", args); err != nil {
+	if _, err := e.Call(a, "exec", args); err != nil {
 		b.Fatal(err)
 	}
-	env := append(os.Environ(), "TOOLGATE_HOME="+e.home)
+	env := append(os.Environ(), "TOOLGATE_HOME="+e.Home)
 	for _, bin := range []string{toolgate, filepath.Join(filepath.Dir(toolgate), launcher.CLIBinary)} {
 		b.Run(filepath.Base(bin), func(b *testing.B) {
 			timing.Run(b, func() error {
@@ -60,7 +60,7 @@ func BenchmarkGoalCLIExec(b *testing.B) {
 	}
 	b.Run("baseline", func(b *testing.B) {
 		timing.Run(b, func() error {
-			c, err := adminclient.Dial(e.home)
+			c, err := adminclient.Dial(e.Home)
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"bufio"
@@ -21,19 +21,19 @@ import (
 // is not in the figure. TestDashboardInBrowser logs the same path into a
 // real Chromium once.
 //
-//	go test ./internal/host/daemon -run '^$' -bench LiveFeed -benchtime 100x
+//	go test ./internal/host/systemtest -run '^$' -bench LiveFeed -benchtime 100x
 func BenchmarkLiveFeed(b *testing.B) {
 	addr := freePort(b)
-	e := newEnvWith(b, envExtra{
+	e := NewWith(b, Extra{
 		Gateway:   "  listen: " + addr + "\n",
 		Top:       "plugins:\n  echo: {kind: builtin, builtin: toolgate-echo}\n",
 		AgentKeys: "    tools: [echo]\n",
 	}, "feed")
-	a := e.agents[0]
+	a := e.Agents[0]
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/ui/feed/events?agent="+a, nil)
-	req.Header.Set("Authorization", "Bearer "+e.token)
+	req.Header.Set("Authorization", "Bearer "+e.Token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		b.Fatal(err)
@@ -70,7 +70,7 @@ func BenchmarkLiveFeed(b *testing.B) {
 	}()
 	timing.Run(b, func() error {
 		hr, _ := http.NewRequest("POST", "http://"+addr+"/v1/agents/"+a+"/tools/echo/call", strings.NewReader(`{"argv":["hi"]}`))
-		hr.Header.Set("Authorization", "Bearer "+e.token)
+		hr.Header.Set("Authorization", "Bearer "+e.Token)
 		res, err := http.DefaultClient.Do(hr)
 		if err != nil {
 			return err

@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"bytes"
@@ -21,12 +21,12 @@ import (
 // TestMetricsEndpoint: /metrics on the admin socket counts a call made
 // through the pipeline, its phases, the sandbox and the audit writer.
 func TestMetricsEndpoint(t *testing.T) {
-	e := newEnv(t, "metrics")
-	agent := e.agents[0]
-	if _, err := e.call(agent, "exec", map[string]any{"command": "true"}); err != nil {
+	e := New(t, "metrics")
+	agent := e.Agents[0]
+	if _, err := e.Call(agent, "exec", map[string]any{"command": "true"}); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = e.call(agent, "exec", map[string]any{"command": "rm -rf /tmp/x"}) // denied by the env's rule
+	_, _ = e.Call(agent, "exec", map[string]any{"command": "rm -rf /tmp/x"}) // denied by the env's rule
 	out := scrape(t, e)
 	for _, want := range []string{
 		`toolgate_calls_total{agent="` + agent + `",decision="allow",kind="core_tool",tool="exec"} 1`,
@@ -72,15 +72,15 @@ func TestMetricsModelLabels(t *testing.T) {
 		fmt.Fprintf(w, `{"id":"m","type":"message","role":"assistant","model":%q,"content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":10,"output_tokens":2}}`, answer)
 	}))
 	defer upstream.Close()
-	e := newHome(t, envExtra{
+	e := NewHome(t, Extra{
 		Gateway:   fmt.Sprintf("  models:\n    anthropic:\n      {api: anthropic, url: %q, secret: key, private: allow,\n       prices: {fake-tool: {input: 1}, \"fake-t*\": {input: 2}}}\n", upstream.URL),
 		AgentKeys: "    model: {providers: [anthropic]}\n",
 	}, "modellabels")
-	a := e.agents[0]
-	e.writeSecrets(fmt.Sprintf("secrets:\n  key: {value: sk-test, agents: [%q], tools: [anthropic]}\n", a))
-	e.start()
+	a := e.Agents[0]
+	e.WriteSecrets(fmt.Sprintf("secrets:\n  key: {value: sk-test, agents: [%q], tools: [anthropic]}\n", a))
+	e.Start()
 
-	sock := filepath.Join(e.home, "agents", a, "sock", proto.SocketName)
+	sock := filepath.Join(e.Home, "agents", a, "sock", proto.SocketName)
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}
@@ -123,10 +123,10 @@ func TestMetricsModelLabels(t *testing.T) {
 }
 
 // scrape reads /metrics on e's admin socket.
-func scrape(t *testing.T, e *env) string {
+func scrape(t *testing.T, e *Env) string {
 	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.home, adminclient.SocketName))
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(e.Home, adminclient.SocketName))
 	}}}
 	resp, err := hc.Get("http://toolgate/metrics")
 	if err != nil {

@@ -1,4 +1,4 @@
-package daemon
+package systemtest
 
 import (
 	"bytes"
@@ -16,21 +16,21 @@ import (
 // beneath it, and the plugin's argument does not leave the host.
 func TestTracesOverOTLP(t *testing.T) {
 	col := tracingtest.New(t)
-	e := newEnvWith(t, envExtra{
+	e := NewWith(t, Extra{
 		Gateway:   "  telemetry:\n    otlp: {endpoint: '" + col.URL + "'}\n",
 		Top:       "plugins:\n  echo: {kind: builtin, builtin: toolgate-echo}\n",
 		AgentKeys: "    tools: [echo]\n",
 	}, "traces")
-	a := e.agents[0]
+	a := e.Agents[0]
 	const marker = "argument-that-stays-home"
-	res, err := e.call(a, "exec", map[string]any{"command": "/tools/bin/echo " + marker})
+	res, err := e.Call(a, "exec", map[string]any{"command": "/tools/bin/echo " + marker})
 	if err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
 		t.Fatalf("exec: %+v %v", res, err)
 	}
-	if err := e.d.Shutdown(context.Background()); err != nil { // sends what is queued
+	if err := e.Daemon.Shutdown(context.Background()); err != nil { // sends what is queued
 		t.Fatal(err)
 	}
-	e.d = nil
+	e.Daemon = nil
 
 	tree := tracingtest.NewTree(col.Spans())
 	var exec []string
