@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/host/agentloop"
+	"github.com/toolgate/toolgate/internal/host/assemble"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/config"
-	"github.com/toolgate/toolgate/internal/host/daemon"
 	"github.com/toolgate/toolgate/internal/host/door/modeldoor"
 	"github.com/toolgate/toolgate/internal/host/door/modeldoor/scripted"
 	"github.com/toolgate/toolgate/internal/host/gateway"
@@ -71,7 +71,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := daemon.Build(cfg, nil)
+	b, err := assemble.Build(cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func rawArgs(path string, size int, content string) string {
 // replaces the file only when the body is exactly that; anything else is a
 // clear error and leaves the file as it was. (The fake sandbox is not a
 // gateway.StreamWriter, so this is the buffered fallback; the streamed path
-// is tested against Docker in internal/host/daemon.)
+// is tested against Docker in internal/host/systemtest.)
 func TestWriteRawBody(t *testing.T) {
 	h := newHarness(t, config.Limits{MaxWrite: 64})
 	content := "hello\x00binary\xff"

@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/cli"
+	"github.com/toolgate/toolgate/internal/host/assemble"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/config"
-	"github.com/toolgate/toolgate/internal/host/daemon"
 	"github.com/toolgate/toolgate/internal/host/door/egress"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/hookcall"
@@ -76,7 +76,7 @@ The agent, tool and arguments are words in that order, or the flags --agent, --t
 				if err != nil {
 					return err
 				}
-				built, err := daemon.Build(cfg, nil)
+				built, err := assemble.Build(cfg, nil, nil)
 				if err != nil {
 					return err
 				}
@@ -208,7 +208,7 @@ a call whose arguments were cut when recorded is marked approximate (~).`,
 			if err != nil {
 				return err
 			}
-			built, err := daemon.Build(cfg, nil)
+			built, err := assemble.Build(cfg, nil, nil)
 			if err != nil {
 				return err
 			}

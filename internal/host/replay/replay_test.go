@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/host/assemble"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/config"
-	"github.com/toolgate/toolgate/internal/host/daemon"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/hookcall"
 	"github.com/toolgate/toolgate/internal/proto"
@@ -63,13 +63,13 @@ func record(t *testing.T, cfgYAML string, calls []*gateway.Call) string {
 	return dir
 }
 
-func build(t testing.TB, home, cfgYAML string) *daemon.Built {
+func build(t testing.TB, home, cfgYAML string) *assemble.Built {
 	t.Helper()
 	cfg, err := config.Parse(home, filepath.Join(home, "config.yaml"), []byte(cfgYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
-	built, err := daemon.Build(cfg, nil)
+	built, err := assemble.Build(cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestReplayDiff(t *testing.T) {
 	}
 }
 
-func decided(b *daemon.Built, c *gateway.Call, refused *gateway.Decision) gateway.Decision {
+func decided(b *assemble.Built, c *gateway.Call, refused *gateway.Decision) gateway.Decision {
 	if refused != nil {
 		return *refused
 	}
