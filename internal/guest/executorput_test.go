@@ -130,8 +130,8 @@ func TestExecutorPutConnectionGone(t *testing.T) {
 	}
 	line, _ := json.Marshal(proto.ExecRequest{Argv: []string{builtinClient, "put", target, "1000000", "-"}})
 	body := append(append(line, '\n'), bytes.Repeat([]byte("x"), 5000)...)
-	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: executor\r\nTransfer-Encoding: chunked\r\n%s: %s\r\n\r\n%x\r\n%s\r\n",
-		proto.ExecRoute, proto.ExecBuiltinHeader, proto.ExecBuiltinPut, len(body), body)
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: executor\r\nTransfer-Encoding: chunked\r\nAccept: %s\r\n%s: %s\r\n\r\n%x\r\n%s\r\n",
+		proto.ExecRoute, proto.ExecFramesMedia, proto.ExecBuiltinHeader, proto.ExecBuiltinPut, len(body), body)
 	// The temporary file appears once put has started.
 	waitFor(t, "temporary file", func() bool { e, _ := os.ReadDir(dir); return len(e) == 2 })
 	conn.Close()
