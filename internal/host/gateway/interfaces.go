@@ -168,6 +168,19 @@ type ExecSpec struct {
 	Session string        // the call's session hint, exported as TOOLGATE_SESSION
 }
 
+// Outputs are where the process's stdout and stderr go: a nil writer
+// discards its stream.
+func (s *ExecSpec) Outputs() (stdout, stderr io.Writer) {
+	return orDiscard(s.Stdout), orDiscard(s.Stderr)
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
 // ExecOutcome is how a sandbox process ended.
 type ExecOutcome struct {
 	ExitCode int

@@ -15,7 +15,6 @@ package hookserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -189,9 +188,9 @@ func (s *Server) preToolUse(w http.ResponseWriter, r *http.Request) {
 	var denied *gateway.DeniedError
 	switch {
 	case err == nil:
-		writeJSON(w, http.StatusOK, gateAnswer(gateway.Decision{Allow: true}, call.ID))
+		wire.WriteJSON(w, gateAnswer(gateway.Decision{Allow: true}, call.ID))
 	case errors.As(err, &denied):
-		writeJSON(w, http.StatusOK, gateAnswer(denied.Decision, denied.ID))
+		wire.WriteJSON(w, gateAnswer(denied.Decision, denied.ID))
 	default: // the audit could not record the decision: the client fails closed
 		status, e := wire.ErrorFor(err)
 		wire.WriteError(w, status, e)
@@ -207,7 +206,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, agent string, in
 		wire.WriteError(w, status, e)
 		return
 	}
-	writeJSON(w, http.StatusOK, gateAnswer(denied.Decision, denied.ID))
+	wire.WriteJSON(w, gateAnswer(denied.Decision, denied.ID))
 }
 
 // refusal is the call of a hook request refused before it became one: what
@@ -277,9 +276,9 @@ func (s *Server) postToolUse(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		wire.WriteError(w, http.StatusServiceUnavailable, &api.Error{Code: "unavailable", Message: err.Error()})
 	case dup:
-		writeJSON(w, http.StatusOK, TapAnswer{Duplicate: true})
+		wire.WriteJSON(w, TapAnswer{Duplicate: true})
 	default:
-		writeJSON(w, http.StatusOK, TapAnswer{ID: id})
+		wire.WriteJSON(w, TapAnswer{ID: id})
 	}
 }
 
@@ -348,12 +347,6 @@ func (s *Server) record(agent, id string, o *gateway.Observation) (entryID strin
 	return entryID, false, err
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
 // Ingest is the admin handler for POST /v1/agents/{agent}/observations:
 // the body is a stream-json transcript (claude -p --output-format
 // stream-json --verbose); every observation becomes an entry of type
@@ -376,7 +369,7 @@ func (s *Server) Ingest() http.Handler {
 			wire.WriteError(w, status, &api.Error{Code: http.StatusText(status), Message: err.Error()})
 			return
 		}
-		writeJSON(w, http.StatusOK, ans)
+		wire.WriteJSON(w, ans)
 	})
 }
 

@@ -82,7 +82,8 @@ func (s *Sandbox) execExecutor(ctx context.Context, spec *gateway.ExecSpec, call
 	if spec.Timeout > 0 {
 		req.Timeout = spec.Timeout.String()
 	}
-	return s.viaExecutor(ctx, req, spec.Stdin, orDiscard(spec.Stdout), orDiscard(spec.Stderr), spec.Timeout)
+	stdout, stderr := spec.Outputs()
+	return s.viaExecutor(ctx, req, spec.Stdin, stdout, stderr, spec.Timeout)
 }
 
 // execEngine is Exec through an Engine exec of `toolgate-client run`. The
@@ -100,7 +101,8 @@ func (s *Sandbox) execEngine(ctx context.Context, spec *gateway.ExecSpec, callID
 	}
 	// As on the executor path: the caller's writer failing is its own
 	// error, not the output breaking off, and asks no stopping check.
-	stdout, stderr := &hostexec.FailedWriter{W: orDiscard(spec.Stdout)}, &hostexec.FailedWriter{W: orDiscard(spec.Stderr)}
+	out, errOut := spec.Outputs()
+	stdout, stderr := &hostexec.FailedWriter{W: out}, &hostexec.FailedWriter{W: errOut}
 	start := time.Now()
 
 	execID, att, err := s.start(ctx, opts)
@@ -316,11 +318,4 @@ func (s *Sandbox) runEngine(ctx context.Context, argv []string, stdin io.Reader,
 		return 0, "", ierr
 	}
 	return out.ExitCode, errBuf.Stderr(), nil
-}
-
-func orDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
 }

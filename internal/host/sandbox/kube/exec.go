@@ -87,7 +87,7 @@ func (s *Sandbox) Exec(ctx context.Context, spec *gateway.ExecSpec) (*gateway.Ex
 	if spec.Timeout > 0 {
 		req.Timeout = spec.Timeout.String()
 	}
-	stdout, stderr := orDiscard(spec.Stdout), orDiscard(spec.Stderr)
+	stdout, stderr := spec.Outputs()
 	out, err := s.viaExecutor(ctx, req, spec.Stdin, stdout, stderr, spec.Timeout)
 	if !errors.Is(err, hostexec.ErrNoExecutor) {
 		return out, err
@@ -102,7 +102,8 @@ func (s *Sandbox) ExecThroughAPI(ctx context.Context, spec *gateway.ExecSpec) (*
 	callID := cmp.Or(spec.CallID, gateway.NewID())
 	_, _, box := s.current()
 	env := append(slices.Clip(spec.Env), box.CallEnv(callID, spec.Session)...)
-	return s.execPod(ctx, sandbox.RunArgv(callID, spec.Timeout, spec.Cwd, env, spec.Argv), callID, spec.Stdin, orDiscard(spec.Stdout), orDiscard(spec.Stderr), spec.Timeout)
+	stdout, stderr := spec.Outputs()
+	return s.execPod(ctx, sandbox.RunArgv(callID, spec.Timeout, spec.Cwd, env, spec.Argv), callID, spec.Stdin, stdout, stderr, spec.Timeout)
 }
 
 // enter brings back the pod of a sandbox marked stale (Sync: not under
@@ -363,11 +364,4 @@ func (s *Sandbox) ReadFileTo(ctx context.Context, p string, limit int64, check f
 	}
 	defer leave()
 	return hostexec.ReadFileTo(ctx, s.run, p, limit, check, w)
-}
-
-func orDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
 }
