@@ -113,48 +113,42 @@ const fleetFinal = 5 * time.Second
 // fleetCopy copies the audit log into the fleet database when
 // gateway.audit.postgres is set. Only a DSN that cannot be used at all
 // stops the start; an unreachable database is the follower's to wait out,
-// and calls never wait for it. last is the last copy, once the log is
-// closed.
+// and calls never wait for it.
 func (d *Daemon) fleetCopy() (last, follower service) {
-	var id string // this gateway's chain in the fleet database
-	last = service{name: "fleet copy, last", stop: func(context.Context) error {
-		if d.fleet == nil {
-			return nil
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), fleetFinal)
-		defer cancel()
-		if _, err := d.fleet.CatchUp(ctx, d.config().Gateway.Audit.Dir, id); err != nil {
-			d.log.Warn("audit postgres: final copy; the rest follows on the next start", "err", err)
-		}
-		d.fleet.Close()
-		d.fleet = nil
-		return nil
-	}}
-	var follow task
-	follower = service{name: "fleet copy", start: func(context.Context) (err error) {
+	return d.followed("fleet copy", func() (*logCopy, error) {
 		b := d.current()
-		if id, err = auditpg.GatewayID(b.Config.Home); err != nil {
-			return err
+		id, err := auditpg.GatewayID(b.Config.Home) // this gateway's chain in the fleet database
+		if err != nil {
+			return nil, err
 		}
 		pg := b.Config.Gateway.Audit.Postgres
 		if pg == nil {
 			d.log.Info("gateway id", "gateway", id)
-			return nil
+			return nil, nil
 		}
 		dsn, err := auditpg.ExpandDSN(pg.DSN, b.Secrets)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		s, err := auditpg.Open(context.Background(), dsn, d.log)
 		if err != nil {
-			return fmt.Errorf("gateway.audit.postgres.dsn: %w", err)
+			return nil, fmt.Errorf("gateway.audit.postgres.dsn: %w", err)
 		}
 		d.log.Info("copying the audit log to the fleet database", "gateway", id, "dsn", auditpg.Redact(pg.DSN))
 		d.fleet = s
-		follow.run(func(ctx context.Context) { s.Follow(ctx, b.Config.Gateway.Audit.Dir, id, fleetPoll, nil) })
-		return nil
-	}, stop: follow.end}
-	return last, follower
+		dir := b.Config.Gateway.Audit.Dir
+		return &logCopy{
+			follow: func(ctx context.Context) { s.Follow(ctx, dir, id, fleetPoll, nil) },
+			last: func() error {
+				// A database that is away gets the rest on the next start.
+				ctx, cancel := context.WithTimeout(context.Background(), fleetFinal)
+				defer cancel()
+				_, err := s.CatchUp(ctx, dir, id)
+				return err
+			},
+			close: func() error { s.Close(); d.fleet = nil; return nil },
+		}, nil
+	})
 }
 
 // indexPoll is how often the index looks for new audit entries: its lag.
@@ -162,23 +156,53 @@ const indexPoll = 250 * time.Millisecond
 
 // auditIndex keeps the audit index caught up in the background: this
 // daemon is its one writer (auditindex), and answers the CLI's queries
-// from it (adminapi). Calls never wait for it. last is one last catch-up,
-// once the log is closed: what the log got before it closed is indexed.
+// from it (adminapi). Calls never wait for it.
 func (d *Daemon) auditIndex() (last, follower service) {
-	last = service{name: "audit index, last", stop: func(context.Context) error {
-		if d.index == nil {
-			return nil
-		}
-		if _, err := d.index.CatchUp(); err != nil && !errors.Is(err, auditindex.ErrUnavailable) {
-			d.log.Warn("audit index: final catch-up", "err", err)
-		}
-		return d.index.Close()
-	}}
-	var follow task
-	follower = service{name: "audit index", start: func(context.Context) error {
+	return d.followed("audit index", func() (*logCopy, error) {
 		x := auditindex.New(d.config().Gateway.Audit.Dir, d.log, d.audit.Position)
 		d.index = x
-		follow.run(func(ctx context.Context) { x.Follow(ctx, indexPoll, nil) })
+		return &logCopy{
+			follow: func(ctx context.Context) { x.Follow(ctx, indexPoll, nil) },
+			last: func() error {
+				if _, err := x.CatchUp(); err != nil && !errors.Is(err, auditindex.ErrUnavailable) {
+					return err
+				}
+				return nil
+			},
+			close: x.Close,
+		}, nil
+	})
+}
+
+// logCopy is a copy of the audit log this daemon keeps caught up: the
+// index, the fleet database.
+type logCopy struct {
+	follow func(ctx context.Context) // until ctx ends
+	last   func() error              // one catch-up once the log is closed
+	close  func() error
+}
+
+// followed makes the two services of a copy of the log: follower opens it
+// (nil: none is configured) and follows it; last, which stands after the
+// audit log's close, catches it up with everything the log got and closes
+// it.
+func (d *Daemon) followed(what string, open func() (*logCopy, error)) (last, follower service) {
+	var c *logCopy
+	var follow task
+	last = service{name: what + ", last", stop: func(context.Context) error {
+		if c == nil {
+			return nil
+		}
+		if err := c.last(); err != nil {
+			d.log.Warn(what+": last catch-up failed; the rest follows on the next start", "err", err)
+		}
+		return c.close()
+	}}
+	follower = service{name: what, start: func(context.Context) (err error) {
+		if c, err = open(); err != nil || c == nil {
+			return err
+		}
+		follow.run(c.follow)
 		return nil
 	}, stop: follow.end}
 	return last, follower
