@@ -5,6 +5,9 @@ package gateway
 
 import (
 	"encoding/json"
+	"maps"
+	"net/netip"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/proto/api"
@@ -50,6 +53,11 @@ type Call struct {
 	Argv    []string // exec or plugin argv
 	Host    string   // egress
 	Port    int      // egress
+	// Egress and Model: the facts of an egress or a model call (nil for
+	// other kinds). After Prepare the gateway puts them into Detail for
+	// the record, where replay reads them back.
+	Egress *EgressFacts
+	Model  *ModelFacts
 
 	// Input is the call's whole standard input when a rule sent the call to
 	// a person: read before they are asked (at most MaxAskInput bytes),
@@ -57,13 +65,79 @@ type Call struct {
 	// for every other call (its input streams).
 	Input []byte
 
-	// Detail carries type-specific facts for the audit entry (peer credentials,
-	// egress addresses …). Keys are JSON field names.
+	// Detail carries what the audit entry records beyond the call's
+	// fields (peer credentials, timings, a hook's extras …). Keys are JSON
+	// field names. Policy never reads it: what policy reads is typed
+	// (the fields above, Egress, Model).
 	Detail map[string]any
 
 	// Prepared is the tool's own reading of Args, kept by its Prepare so Run
 	// and AuditArgs need not decode a large body again. Tool-private.
 	Prepared any
+}
+
+// EgressFacts are what policy reads of an egress call besides Host and
+// Port: the answer the name resolved to, looked up once and only when the
+// agent's allowlist admits the target (a name off the list is never
+// looked up: DNS would be a channel out for names policy refuses).
+type EgressFacts struct {
+	Resolved     []netip.Addr
+	ResolveError string // the lookup failed: policy refuses, naming it
+}
+
+// ModelFacts are what policy reads of a model call besides its
+// arguments: the model asked for, the provider's API and what the agent
+// had spent when the call was prepared, measured live or read back from
+// the decision entry (replay).
+type ModelFacts struct {
+	Name  string
+	API   string
+	Spent *ModelSpent // nil: not known, so no budget can be checked
+}
+
+// ModelSpent is what an agent has spent of its model budget.
+type ModelSpent struct {
+	Requests1m int     `json:"requests1m"`
+	Tokens1h   int64   `json:"tokens1h"`
+	Tokens1d   int64   `json:"tokens1d"`
+	Cost1h     float64 `json:"cost1h"`
+	Cost1d     float64 `json:"cost1d"`
+	// RetryAfter is when the oldest request of the last minute leaves it.
+	RetryAfter time.Duration `json:"retryAfterNs"`
+}
+
+// recordFacts puts the call's typed facts into its detail, where its
+// entries and observers read them: one source for what policy saw and
+// what is recorded.
+func (c *Call) recordFacts() {
+	if c.Egress == nil && c.Model == nil {
+		return
+	}
+	c.Detail = maps.Clone(c.Detail)
+	if c.Detail == nil {
+		c.Detail = map[string]any{}
+	}
+	if e := c.Egress; e != nil {
+		addrs := make([]string, len(e.Resolved))
+		for i, a := range e.Resolved {
+			addrs[i] = a.String()
+		}
+		c.Detail["resolved"] = addrs
+		if e.ResolveError != "" {
+			c.Detail["resolveError"] = e.ResolveError
+		}
+	}
+	m := c.Model
+	if m == nil {
+		return
+	}
+	c.Detail["model"] = m.Name
+	if m.API != "" {
+		c.Detail["api"] = m.API // gen_ai.provider.name in traces
+	}
+	if m.Spent != nil {
+		c.Detail["spent"] = *m.Spent
+	}
 }
 
 // ArgsMap decodes Args for policy evaluation; non-object arguments yield nil.

@@ -36,8 +36,11 @@ func TestDecideModel(t *testing.T) {
 	_ = json.Unmarshal(raw, &replayed)
 	call := func(agent, provider, m string, maxTokens int, spent any) *gateway.Call {
 		args, _ := json.Marshal(map[string]any{"provider": provider, "model": m, "max_tokens": maxTokens})
-		return &gateway.Call{Agent: agent, Kind: gateway.KindModel, Tool: provider, Args: args,
-			Detail: map[string]any{"model": m, "spent": spent}}
+		c := &gateway.Call{Agent: agent, Kind: gateway.KindModel, Tool: provider, Args: args, Model: &gateway.ModelFacts{Name: m}}
+		if s, ok := model.SpentOf(spent); ok {
+			c.Model.Spent = &s
+		}
+		return c
 	}
 	for _, c := range []struct {
 		name   string
