@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/toolgate/toolgate/internal/lib/capped"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,43 +20,27 @@ import (
 
 	"github.com/toolgate/toolgate/internal/host/config"
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/host/gateway/gatewaytest"
 	"github.com/toolgate/toolgate/internal/host/secrets"
+	"github.com/toolgate/toolgate/internal/lib/capped"
 )
 
 const token = "s3cr3t-T0KEN-value-42"
 
-type memAudit struct {
-	mu      sync.Mutex
-	entries []*gateway.Entry
-}
-
-func (m *memAudit) Append(e *gateway.Entry) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.entries = append(m.entries, e)
-	return nil
-}
-
-func (m *memAudit) json(t *testing.T) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b, err := json.Marshal(m.entries)
+// entriesJSON is every entry the sink holds, as JSON: where a leaked
+// secret would show.
+func entriesJSON(t *testing.T, s *gatewaytest.Sink) string {
+	b, err := json.Marshal(s.Entries())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return string(b)
 }
 
-type allowAll struct{}
-
-func (allowAll) Decide(*gateway.Call) gateway.Decision {
-	return gateway.Decision{Allow: true, Rule: "test"}
-}
-
 // harness runs plugin tools through the real pipeline, as the socket will.
 type harness struct {
 	gw      *gateway.Gateway
-	audit   *memAudit
+	audit   *gatewaytest.Sink
 	hostDir string
 }
 
@@ -71,12 +54,12 @@ func newHarness(t *testing.T, plugins map[string]config.Plugin, defs map[string]
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{audit: &memAudit{}, hostDir: t.TempDir()}
+	h := &harness{audit: &gatewaytest.Sink{}, hostDir: t.TempDir()}
 	agents := map[string]gateway.AgentInfo{}
 	for _, a := range []string{"demo", "other"} {
 		agents[a] = gateway.AgentInfo{Name: a, Workspace: "/workspace", HostDir: h.hostDir}
 	}
-	h.gw = gateway.New(gateway.Options{Audit: h.audit}, &gateway.Snapshot{Agents: agents, Tools: tools, Decider: allowAll{}})
+	h.gw = gateway.New(gateway.Options{Audit: h.audit}, &gateway.Snapshot{Agents: agents, Tools: tools, Decider: gatewaytest.AllowAll})
 	return h
 }
 
@@ -141,7 +124,7 @@ func TestSecretReachesHandlerEnvOnly(t *testing.T) {
 	if !strings.Contains(o.stdout, "TOKEN=Bearer "+secrets.Redacted) || strings.Contains(o.stdout, token) {
 		t.Errorf("stdout not redacted: %q", o.stdout)
 	}
-	if strings.Contains(h.audit.json(t), token) {
+	if strings.Contains(entriesJSON(t, h.audit), token) {
 		t.Error("secret value in the audit entries")
 	}
 }
@@ -163,7 +146,7 @@ func TestSecretScope(t *testing.T) {
 			t.Errorf("%s/%s: secret leaked", tc.agent, tc.tool)
 		}
 	}
-	if strings.Contains(h.audit.json(t), token) {
+	if strings.Contains(entriesJSON(t, h.audit), token) {
 		t.Error("secret value in the audit entries")
 	}
 }
@@ -179,7 +162,7 @@ func TestErrorsAreRedacted(t *testing.T) {
 	if o.err == nil || !strings.Contains(o.err.Error(), secrets.Redacted) {
 		t.Fatalf("err = %v, want a redacted start error", o.err)
 	}
-	for what, s := range map[string]string{"error": o.err.Error(), "audit": h.audit.json(t)} {
+	for what, s := range map[string]string{"error": o.err.Error(), "audit": entriesJSON(t, h.audit)} {
 		if strings.Contains(s, token) {
 			t.Errorf("secret in the %s: %s", what, s)
 		}
