@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/lib/pidlock"
+	"github.com/toolgate/toolgate/internal/testenv/wait"
 )
 
 // TestOneWriter: while one Index has the index open, another cannot open
@@ -32,10 +33,7 @@ func TestOneWriter(t *testing.T) {
 	y := New(dir, nil, nil)
 	stop := follow(y, 10*time.Millisecond)
 	defer func() { stop(); y.Close() }()
-	deadline := time.Now().Add(10 * time.Second)
-	for y.heldBy.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.For(t, "the second follower to find the lock held", func() bool { return y.heldBy.Load() != 0 })
 	if _, err := y.Find(Query{}); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
 		t.Fatalf("query of a follower waiting for the lock: %v", err)
 	}

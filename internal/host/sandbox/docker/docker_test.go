@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/toolgate/toolgate/internal/testenv/timing"
-	"github.com/toolgate/toolgate/internal/testenv/tmpdir"
 	"io"
 	"os"
 	"os/exec"
@@ -27,6 +25,8 @@ import (
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/proto/hooks"
 	"github.com/toolgate/toolgate/internal/testenv/cgroup"
+	"github.com/toolgate/toolgate/internal/testenv/timing"
+	"github.com/toolgate/toolgate/internal/testenv/tmpdir"
 )
 
 // Shared by the Docker tests; set up once in TestMain.
@@ -106,6 +106,9 @@ func testInstance() string { return fmt.Sprintf("test%d", os.Getpid()) }
 // needDocker skips when the Engine is unreachable (fails under TOOLGATE_REQUIRE_DOCKER=1).
 func needDocker(t testing.TB) {
 	t.Helper()
+	if testing.Short() { // testenv.Long, which imports this package
+		t.Skip("-short: needs Docker")
+	}
 	if dockerError != nil {
 		if os.Getenv("TOOLGATE_REQUIRE_DOCKER") == "1" {
 			t.Fatal(dockerError)

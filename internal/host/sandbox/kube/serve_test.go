@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/sandbox/kube"
 	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testenv/wait"
 )
 
 // TestServeAgentResources runs `toolgate serve` with the kubernetes backend
@@ -243,12 +244,8 @@ const patience = 3 * time.Minute
 
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", patience, what)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !wait.Until(patience, ok) {
+		t.Fatalf("waited %s for %s", patience, what)
 	}
 }
 
