@@ -11,6 +11,7 @@ import (
 )
 
 func TestWithin(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		p    string
 		want bool
@@ -25,6 +26,7 @@ func TestWithin(t *testing.T) {
 }
 
 func TestStdinReader(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name, in, out string
 		err           error

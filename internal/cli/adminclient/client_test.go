@@ -18,6 +18,7 @@ import (
 // TestCallEscapesNames: the agent and tool names reach the server exactly,
 // whatever characters they hold.
 func TestCallEscapesNames(t *testing.T) {
+	t.Parallel()
 	var gotAgent, gotTool string
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
@@ -48,6 +49,7 @@ func TestCallEscapesNames(t *testing.T) {
 // TestCallKeepsIntegers: a byte count in a result prints as the integer it
 // is (it printed 1.048576e+06 when decoded as a float), streamed or not.
 func TestCallKeepsIntegers(t *testing.T) {
+	t.Parallel()
 	const big = 1<<53 + 1 // not exact as a float64 either
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
@@ -100,6 +102,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 // frame is reported as the break (its cause kept for errors.Is), not as a
 // malformed frame — the scanner hands over the part of the line it had.
 func TestReadFramesBrokenMidLine(t *testing.T) {
+	t.Parallel()
 	cut := errors.New("connection cut")
 	for _, tt := range []struct {
 		name   string

@@ -48,6 +48,7 @@ func rawServer(t *testing.T, answer string) *Client {
 // result; a malformed or cut answer is an error, never a hang or a wrong
 // result.
 func TestAnswers(t *testing.T) {
+	t.Parallel()
 	const result = `{"exitCode":0,"output":{"n":1}}`
 	head := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 	for _, tc := range []struct {
@@ -94,6 +95,7 @@ func TestAnswers(t *testing.T) {
 // TestHeadBounded: an endless header is refused at 1 MiB, not read into
 // memory until the server stops.
 func TestHeadBounded(t *testing.T) {
+	t.Parallel()
 	long := "HTTP/1.1 200 OK\r\nX: " + strings.Repeat("a", maxHead) + "\r\n\r\n"
 	_, err := rawServer(t, long).Call(context.Background(), "demo", "exec", map[string]any{}, nil, nil)
 	if !errors.Is(err, errHeadTooLong) {
@@ -103,6 +105,7 @@ func TestHeadBounded(t *testing.T) {
 
 // TestDaemonDown: nothing listening on the socket is ErrDaemonDown.
 func TestDaemonDown(t *testing.T) {
+	t.Parallel()
 	c := &Client{network: "unix", addr: filepath.Join(t.TempDir(), "admin.sock"), host: "toolgate", token: "t"}
 	if _, err := c.Call(context.Background(), "demo", "exec", map[string]any{}, nil, nil); !errors.Is(err, ErrDaemonDown) {
 		t.Fatalf("got %v, want ErrDaemonDown", err)
@@ -112,6 +115,7 @@ func TestDaemonDown(t *testing.T) {
 // TestHeaderInjection: a value that would end its header line is refused,
 // not sent as two headers.
 func TestHeaderInjection(t *testing.T) {
+	t.Parallel()
 	c := rawServer(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
 	_, err := c.WithSession("s\r\nAuthorization: Bearer other").Call(context.Background(), "demo", "exec", map[string]any{}, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "control character") {
@@ -123,10 +127,19 @@ func TestHeaderInjection(t *testing.T) {
 // chunked when unknown; a body shorter or longer than its stated size fails
 // the call instead of sending something else.
 func TestRawBodies(t *testing.T) {
-	var got []byte
+	t.Parallel()
+	// A refused body's handler may still be reading when the next call
+	// comes: got is each handler's, under mu.
+	var (
+		mu  sync.Mutex
+		got []byte
+	)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
-		got, _ = io.ReadAll(r.Body)
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = b
+		mu.Unlock()
 		writeJSON(w, &api.Result{Output: map[string]any{"args": r.Header.Get(api.ArgsHeader)}})
 	})
 	srv := httptest.NewServer(mux)
@@ -148,7 +161,9 @@ func TestRawBodies(t *testing.T) {
 		{"big and short", big[1:], int64(len(big)), "bytes of"},
 		{"big and long", big, int64(len(big) - 1), "longer than"},
 	} {
+		mu.Lock()
 		got = nil
+		mu.Unlock()
 		_, err := c.CallRaw(context.Background(), "demo", "write", map[string]any{"path": "f"}, bytes.NewReader(tc.body), tc.size)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
@@ -160,15 +175,18 @@ func TestRawBodies(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
+		mu.Lock()
 		if !bytes.Equal(got, tc.body) {
 			t.Errorf("%s: server got %d bytes, want %d", tc.name, len(got), len(tc.body))
 		}
+		mu.Unlock()
 	}
 }
 
 // TestEarlyRefusal: a server that answers before reading a big body (too
 // large, denied) is heard, not hidden behind the broken write.
 func TestEarlyRefusal(t *testing.T) {
+	t.Parallel()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusRequestEntityTooLarge)
@@ -187,6 +205,7 @@ func TestEarlyRefusal(t *testing.T) {
 // TestCancelStream: cancelling the context ends a call whose answer is
 // still streaming, with the context's error.
 func TestCancelStream(t *testing.T) {
+	t.Parallel()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body) // then the server watches the connection for its end
@@ -229,6 +248,7 @@ func (s *signalWriter) Write(p []byte) (int, error) {
 // TestRawOutTrailer: a raw read's bytes and its outcome in the trailer,
 // from the real server's chunked answer.
 func TestRawOutTrailer(t *testing.T) {
+	t.Parallel()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", api.MediaRaw)
@@ -252,6 +272,7 @@ func TestRawOutTrailer(t *testing.T) {
 // TestDialReadsToken: Dial takes the token from the home and reaches its
 // socket.
 func TestDialReadsToken(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	if err := os.WriteFile(filepath.Join(home, api.TokenFile), []byte("tok\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -322,6 +343,7 @@ func unixServer(t *testing.T, mux http.Handler) *Client {
 // (uncut) longer is an error, as a copied body's is; a server that refuses
 // before reading it is heard.
 func TestFileBodies(t *testing.T) {
+	t.Parallel()
 	content := make([]byte, 9<<20+77) // many socket buffers: the sender waits for the reader
 	for i := range content {
 		content[i] = byte(i * 7)
@@ -428,6 +450,7 @@ func (f *failingSource) Read(p []byte) (int, error) {
 // all of the echo. A source that fails ends the call with its error; a
 // refusal before the body is read is the daemon's error.
 func TestCallStream(t *testing.T) {
+	t.Parallel()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/demo/tools/exec/call", func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Content-Type") != api.MediaRaw || r.Header.Get("Accept") != api.MediaNDJSON || r.Header.Get(api.ArgsHeader) != `{"argv":["cat"]}` {

@@ -23,6 +23,7 @@ func newServices() services { return services{log: slog.New(slog.NewTextHandler(
 // Services start in order and stop in reverse; a part with only a start
 // or only a stop takes its place in both orders.
 func TestServicesStartInOrderStopInReverse(t *testing.T) {
+	t.Parallel()
 	var r recorder
 	s := newServices()
 	stopOnly := service{name: "c", stop: func(context.Context) error { r.got = append(r.got, "stop c"); return nil }}
@@ -46,6 +47,7 @@ func TestServicesStartInOrderStopInReverse(t *testing.T) {
 // A start that fails stops the services already started, in reverse, not
 // the one that failed nor those after it, and returns its error as it is.
 func TestServicesRollBackAFailedStart(t *testing.T) {
+	t.Parallel()
 	var r recorder
 	s := newServices()
 	boom := errors.New("boom")
@@ -65,6 +67,7 @@ func TestServicesRollBackAFailedStart(t *testing.T) {
 
 // Stop stops every service even when some fail, and returns all errors.
 func TestServicesStopEveryOne(t *testing.T) {
+	t.Parallel()
 	var r recorder
 	s := newServices()
 	e1, e3 := errors.New("one"), errors.New("three")
@@ -83,6 +86,7 @@ func TestServicesStopEveryOne(t *testing.T) {
 // A task's end cancels its goroutine and returns once it has returned; an
 // end without a run (a part that had nothing to run) returns at once.
 func TestTaskEndWaitsForTheGoroutine(t *testing.T) {
+	t.Parallel()
 	var idle task
 	if err := idle.end(t.Context()); err != nil {
 		t.Fatal(err)

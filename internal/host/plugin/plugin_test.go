@@ -98,6 +98,7 @@ var tokenDefs = map[string]config.Secret{
 }
 
 func TestSecretReachesHandlerEnvOnly(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]config.Plugin{
 		"hash": {Kind: "command", Command: "/bin/sh", Args: []string{"-c", `printf %s "$TOKEN" | sha256sum`}, Env: map[string]string{"TOKEN": "{{secret:tok}}"}},
 		"env":  {Kind: "command", Command: "/usr/bin/env", Env: map[string]string{"TOKEN": "Bearer {{secret:tok}}", "PLAIN": "x"}},
@@ -130,6 +131,7 @@ func TestSecretReachesHandlerEnvOnly(t *testing.T) {
 }
 
 func TestSecretScope(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]config.Plugin{
 		"hash":  {Kind: "command", Command: "/bin/sh", Args: []string{"-c", `printf %s "$TOKEN"`}, Env: map[string]string{"TOKEN": "{{secret:tok}}"}},
 		"other": {Kind: "command", Command: "/bin/sh", Args: []string{"-c", `printf %s "$TOKEN"`}, Env: map[string]string{"TOKEN": "{{secret:tok}}"}},
@@ -152,6 +154,7 @@ func TestSecretScope(t *testing.T) {
 }
 
 func TestErrorsAreRedacted(t *testing.T) {
+	t.Parallel()
 	// A secret that happens to be part of what an error shows (here: the
 	// missing binary's path) is redacted from the error and the audit.
 	missing := "/nonexistent/" + token
@@ -170,6 +173,7 @@ func TestErrorsAreRedacted(t *testing.T) {
 }
 
 func TestArgvIsLiteral(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]config.Plugin{
 		"printf": {Kind: "command", Command: "/usr/bin/printf", Args: []string{"[%s]"}, Cwd: "workspace"},
 	}, nil)
@@ -193,6 +197,7 @@ func TestArgvIsLiteral(t *testing.T) {
 }
 
 func TestStdinStreams(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]config.Plugin{
 		"cat":  {Kind: "command", Command: "/bin/cat"},
 		"echo": {Kind: "builtin", Builtin: "toolgate-echo"},
@@ -208,6 +213,7 @@ func TestStdinStreams(t *testing.T) {
 }
 
 func TestExitCodeAndBufferedOutput(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]config.Plugin{
 		"sh": {Kind: "command", Command: "/bin/sh", Args: []string{"-c", `echo out; echo err >&2; exit 3`}},
 	}, nil)
@@ -266,6 +272,7 @@ func hanger(pidFile string, timeout time.Duration) config.Plugin {
 }
 
 func TestTimeoutKillsProcessTree(t *testing.T) {
+	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	h := newHarness(t, map[string]config.Plugin{"hang": hanger(pidFile, 300*time.Millisecond)}, nil)
 	o := h.call(context.Background(), "demo", "hang", argv(), "")
@@ -276,6 +283,7 @@ func TestTimeoutKillsProcessTree(t *testing.T) {
 }
 
 func TestCancelKillsProcessTree(t *testing.T) {
+	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	h := newHarness(t, map[string]config.Plugin{"hang": hanger(pidFile, 0)}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -291,6 +299,7 @@ func TestCancelKillsProcessTree(t *testing.T) {
 }
 
 func TestBackgroundChildDiesWithCall(t *testing.T) {
+	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	h := newHarness(t, map[string]config.Plugin{"bg": {
 		Kind: "command", Command: "/bin/sh",
@@ -318,6 +327,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 }
 
 func TestOutputCapped(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]config.Plugin{
 		"flood": {Kind: "command", Command: "/usr/bin/head", Args: []string{"-c", "104857600", "/dev/zero"}},
 	}, nil)
@@ -340,6 +350,7 @@ func TestOutputCapped(t *testing.T) {
 }
 
 func TestCwd(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]config.Plugin{
 		"pwd":   {Kind: "command", Command: "/bin/pwd", Cwd: "workspace"},
 		"fixed": {Kind: "command", Command: "/bin/pwd", Cwd: "/"},
@@ -400,6 +411,7 @@ func TestCwd(t *testing.T) {
 }
 
 func TestDecodeArgs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		raw, err string
 		argv     []string
@@ -429,6 +441,7 @@ func TestDecodeArgs(t *testing.T) {
 }
 
 func TestBuildErrors(t *testing.T) {
+	t.Parallel()
 	store, err := secrets.New("", map[string]config.Secret{"tok": {Value: token}})
 	if err != nil {
 		t.Fatal(err)
@@ -471,6 +484,7 @@ var registerTestSecret = sync.OnceFunc(func() {
 })
 
 func TestBuiltinSecret(t *testing.T) {
+	t.Parallel()
 	registerTestSecret()
 	h := newHarness(t, map[string]config.Plugin{"hash": {Kind: "builtin", Builtin: "test-secret"}}, tokenDefs)
 	o := h.call(context.Background(), "demo", "hash", argv(), "")
@@ -509,6 +523,7 @@ func FuzzDecodeArgs(f *testing.F) {
 // launcher in /tools/bin, first on the sandbox's PATH: it must not hide a
 // command every image has (echo did).
 func TestBuiltinNamesShadowNoCommand(t *testing.T) {
+	t.Parallel()
 	builtinMu.RLock()
 	defer builtinMu.RUnlock()
 	for name := range builtins {

@@ -14,6 +14,7 @@ import (
 var resolvedPublic = &gateway.EgressFacts{Resolved: []netip.Addr{netip.MustParseAddr("93.184.215.14")}}
 
 func TestDecideEgress(t *testing.T) {
+	t.Parallel()
 	e := engine(t, `agents:
   web:
     default: deny

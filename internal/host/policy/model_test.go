@@ -30,6 +30,7 @@ agents:
 // was spent (live or read back from the audit log), then the rules; an
 // allowed model needs no allow rule even under default deny.
 func TestDecideModel(t *testing.T) {
+	t.Parallel()
 	e := engine(t, modelYAML)
 	replayed := map[string]any{}
 	raw, _ := json.Marshal(model.Spent{Cost1d: 2.5})
@@ -69,6 +70,7 @@ func TestDecideModel(t *testing.T) {
 // server's host on the connectors (the egress allowlist unless set), and
 // a server reached by id is never allowed.
 func TestDecideServerTools(t *testing.T) {
+	t.Parallel()
 	e := engine(t, `
 gateway:
   models:

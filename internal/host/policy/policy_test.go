@@ -49,6 +49,7 @@ func engine(t testing.TB, src string) *Engine {
 }
 
 func TestDecide(t *testing.T) {
+	t.Parallel()
 	e := engine(t, testYAML)
 	tests := []struct {
 		name   string
@@ -94,6 +95,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestExplain(t *testing.T) {
+	t.Parallel()
 	e := engine(t, testYAML)
 	x := e.Explain(&gateway.Call{Agent: "strict", Kind: gateway.KindCore, Tool: "read", Args: []byte(`{"mode":"unsafe","flag":false}`)})
 	var got []string
@@ -119,6 +121,7 @@ func TestExplain(t *testing.T) {
 }
 
 func TestCompileErrors(t *testing.T) {
+	t.Parallel()
 	src := `defaults:
   rules:
     - {deny: 'tool ==', reason: shared and broken}
@@ -165,6 +168,7 @@ agents:
 }
 
 func TestDefaultYAMLPolicy(t *testing.T) {
+	t.Parallel()
 	e := engine(t, config.DefaultYAML("/tg"))
 	tests := []struct {
 		call  gateway.Call
@@ -240,6 +244,7 @@ func BenchmarkDecide20Rules(b *testing.B) {
 
 // Pooled activations must never leak one call's values into another's.
 func TestDecideConcurrent(t *testing.T) {
+	t.Parallel()
 	e := engine(t, testYAML)
 	calls := []struct {
 		call gateway.Call

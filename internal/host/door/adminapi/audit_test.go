@@ -28,6 +28,7 @@ import (
 // 400 naming what is wrong; an index this process does not have open is a
 // 503; a reindex answers how many entries it holds.
 func TestAuditRoutes(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	dir := filepath.Join(home, "logs")
 	w, err := audit.Open(dir, audit.Options{})

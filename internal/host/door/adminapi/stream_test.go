@@ -39,6 +39,7 @@ func (countTool) Run(_ context.Context, _ *gateway.Call, env *gateway.RunEnv) (*
 // 256 KiB of the unread body when the first frame goes out, unless the
 // handler asks for full duplex.
 func TestStreamedStdinFullDuplex(t *testing.T) {
+	t.Parallel()
 	e := newRefusalEnv(t, 10, 0)
 	snap := e.gw.Snapshot()
 	snap.Tools["count"] = countTool{}

@@ -70,6 +70,7 @@ func post(t *testing.T, sock, tool, ctype, body string) answer {
 }
 
 func TestCalls(t *testing.T) {
+	t.Parallel()
 	env := sockettest.New(t, sockettest.Allowlist{"a": {"echo", "cat"}, "b": {}}, &sockettest.Func{ToolName: "cat",
 		Fn: func(_ context.Context, _ *gateway.Call, s *gateway.Streams) (*gateway.Result, error) {
 			_, err := io.Copy(s.Stdout, s.Stdin)
@@ -145,6 +146,7 @@ func TestCalls(t *testing.T) {
 }
 
 func TestCoreToolRefused(t *testing.T) {
+	t.Parallel()
 	core := &coreTool{}
 	env := sockettest.New(t, sockettest.Allowlist{"a": {"exec"}}, core)
 	env.Serve(t, "a")
@@ -170,6 +172,7 @@ func (c *coreTool) Run(context.Context, *gateway.Call, *gateway.RunEnv) (*gatewa
 // TestDisconnectCancels: a client that goes away mid-stream cancels the
 // handler, and the result entry records the error.
 func TestDisconnectCancels(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"application/json", api.MediaNDJSON} {
 		t.Run(mode, func(t *testing.T) {
 			cancelled := make(chan error, 1)
@@ -222,6 +225,7 @@ func TestDisconnectCancels(t *testing.T) {
 }
 
 func TestSocketPermissionsAndReload(t *testing.T) {
+	t.Parallel()
 	env := sockettest.New(t, sockettest.Allowlist{"a": {"echo"}, "b": {"echo"}})
 	sa, sb := env.SocketPath("a"), env.SocketPath("b")
 	if err := env.Server.SetAgents([]agentsock.Socket{{Agent: "a", Path: sa, UID: os.Getuid(), GID: os.Getgid()}}); err != nil {
@@ -263,6 +267,7 @@ func TestSocketPermissionsAndReload(t *testing.T) {
 
 // TestHandleMountsRoutes: other packages' routes see the socket's identity.
 func TestHandleMountsRoutes(t *testing.T) {
+	t.Parallel()
 	env := sockettest.New(t, sockettest.Allowlist{"a": {}, "b": {}})
 	env.Server.Handle("GET /v1/whoami", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, _ := agentsock.PeerOf(r.Context())
@@ -289,6 +294,7 @@ func TestHandleMountsRoutes(t *testing.T) {
 // A sandbox that opens connections and holds them cannot take more than
 // its socket's share: past MaxConns the next one waits until one closes.
 func TestConnectionsBounded(t *testing.T) {
+	t.Parallel()
 	env := sockettest.New(t, sockettest.Allowlist{"a": {"echo"}})
 	srv := agentsock.New(env.GW, agentsock.Options{MaxConns: 2})
 	t.Cleanup(func() { srv.Close() })

@@ -27,6 +27,7 @@ import (
 // browser a bidirectional override, a control character or an invisible
 // format character that an agent put in a call.
 func TestPagesRenderHostileText(t *testing.T) {
+	t.Parallel()
 	const h = "ls \u202efdp.exe\u202c \u2066x\u2069 \x1b[2J\u009b\u200b\u3164"
 	const session = "s\u202e1"
 	dir := filepath.Join(t.TempDir(), "logs")

@@ -21,6 +21,7 @@ import (
 )
 
 func TestDialRefusesPlantedFiles(t *testing.T) {
+	t.Parallel()
 	uid := os.Getuid()
 	victim := filepath.Join(t.TempDir(), "admin.sock")
 	accepted := probe.ListenCounting(t, victim)
@@ -103,6 +104,7 @@ func BenchmarkOutputFrame(b *testing.B) {
 // malformed one, or more bytes than the limit fail the read, and a refusal
 // is the error the caller sees, not the helper's lost output.
 func TestReadFileToChecksBeforeBytes(t *testing.T) {
+	t.Parallel()
 	answer := func(out string) Runner {
 		return func(_ context.Context, _ []string, _ io.Reader, w io.Writer) (int, string, error) {
 			for i := 0; i < len(out); i += 3 { // in pieces, as frames come
@@ -158,6 +160,7 @@ func serveExecutor(t *testing.T, h http.HandlerFunc) string {
 // The gateway asks for binary frames and reads only those: any other
 // answer (NDJSON included, the format before them) is an error, not output.
 func TestRunNegotiatesFrames(t *testing.T) {
+	t.Parallel()
 	answers := map[string]http.HandlerFunc{
 		"binary": func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Accept") != proto.ExecFramesMedia || r.Header.Get(proto.ExecBuiltinHeader) != proto.ExecBuiltinPut {
@@ -212,6 +215,7 @@ func (b brokenWriter) Write([]byte) (int, error) { return 0, b.err }
 // on to wait for a container that is not stopping. The connection is not
 // kept: closing it is what ends the command in the sandbox.
 func TestRunWriterFails(t *testing.T) {
+	t.Parallel()
 	refused := errors.New("refused by the caller")
 	dir := t.TempDir()
 	ln, err := net.Listen("unix", filepath.Join(dir, proto.ExecSocketName))
