@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"github.com/toolgate/toolgate/internal/cli/front"
 	"github.com/toolgate/toolgate/internal/guest/launcher"
 	"github.com/toolgate/toolgate/internal/host/sandbox/docker"
 	"github.com/toolgate/toolgate/internal/host/sandbox/rootfs"
@@ -105,7 +106,7 @@ func Binaries(t testing.TB) (toolgate, clientBin string) {
 			return
 		}
 		for _, b := range []struct{ out, pkg string }{
-			{launcher.CLIBinary, "github.com/toolgate/toolgate/cmd/toolgate-cli"},
+			{front.CLIBinary, "github.com/toolgate/toolgate/cmd/toolgate-cli"},
 			{"toolgate-gateway", "github.com/toolgate/toolgate/cmd/toolgate-gateway"},
 			{"toolgate-client", "github.com/toolgate/toolgate/cmd/toolgate-client"},
 		} {
@@ -116,10 +117,10 @@ func Binaries(t testing.TB) (toolgate, clientBin string) {
 				return
 			}
 		}
-		if buildErr = launcher.Build(launcher.Front, filepath.Join(buildDir, "toolgate")); buildErr != nil {
+		if buildErr = front.Build(filepath.Join(buildDir, "toolgate")); buildErr != nil {
 			return
 		}
-		buildErr = launcher.Build(launcher.Launcher, filepath.Join(buildDir, "toolgate-launch"))
+		buildErr = launcher.Build(filepath.Join(buildDir, "toolgate-launch"))
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

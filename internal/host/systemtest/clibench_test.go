@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/cli/adminclient"
-	"github.com/toolgate/toolgate/internal/guest/launcher"
+	"github.com/toolgate/toolgate/internal/cli/front"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/testenv/timing"
 )
@@ -49,7 +49,7 @@ func BenchmarkGoalCLIExec(b *testing.B) {
 		b.Fatal(err)
 	}
 	env := append(os.Environ(), "TOOLGATE_HOME="+e.Home)
-	for _, bin := range []string{toolgate, filepath.Join(filepath.Dir(toolgate), launcher.CLIBinary)} {
+	for _, bin := range []string{toolgate, filepath.Join(filepath.Dir(toolgate), front.CLIBinary)} {
 		b.Run(filepath.Base(bin), func(b *testing.B) {
 			timing.Run(b, func() error {
 				cmd := exec.Command(bin, "exec", a, "--", "true")

@@ -78,7 +78,7 @@ func setupDocker(ctx context.Context) error {
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("building toolgate-client: %v\n%s", err, out)
 	}
-	if err := launcher.Build(launcher.Launcher, filepath.Join(testTmp, "toolgate-launch")); err != nil {
+	if err := launcher.Build(filepath.Join(testTmp, "toolgate-launch")); err != nil {
 		return err
 	}
 	_, err := testMgr.BuildDefaultImage(ctx, testImage, true)

@@ -1,4 +1,4 @@
-package launcher_test
+package front_test
 
 import (
 	"bufio"
@@ -13,8 +13,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/guest/launcher"
+	"github.com/toolgate/toolgate/internal/cli"
+	"github.com/toolgate/toolgate/internal/cli/front"
 	"github.com/toolgate/toolgate/internal/proto/api"
+	"github.com/toolgate/toolgate/internal/proto/cclient"
+	"github.com/toolgate/toolgate/internal/proto/cclient/cclienttest"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -24,13 +27,49 @@ var (
 	frontErr  error
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if frontDir != "" {
+		os.RemoveAll(frontDir)
+	}
+	os.Exit(code)
+}
+
+// The names and numbers the front defines are the Go CLI's and the admin
+// API's.
+func TestConstantsAreCLI(t *testing.T) {
+	var src []byte
+	for _, f := range []string{filepath.Join(cclient.Dir(), "client.c"), front.Source()} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
+	}
+	for _, c := range []struct {
+		name string
+		want any
+	}{
+		{"CLI_BINARY", front.CLIBinary},
+		{"EXIT_ERROR", cli.ExitError},
+		{"EXIT_REFUSED", cli.ExitDenied},
+		{"ADMIN_SOCKET", api.SocketName},
+		{"ADMIN_TOKEN", api.TokenFile},
+		{"MEDIA_NDJSON", api.MediaNDJSON},
+	} {
+		if got, ok := cclient.Define(src, c.name); !ok || got != fmt.Sprint(c.want) {
+			t.Errorf("the C sources have %s %q (%v), Go %v", c.name, got, ok, c.want)
+		}
+	}
+}
+
 // standIn takes toolgate-cli's place beside a front of its own: it prints
 // the words it was given, each ended by a NUL, and exits 99, so whatever
 // the front hands on shows, and nothing the front should make itself can
 // pass for its own work.
 const standIn = "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\0' \"$a\"; done\nexit 99\n"
 
-// fronts builds the front (c/front.c) twice, once per test process: beside
+// fronts builds the front (front.c) twice, once per test process: beside
 // the Go CLI, as installed (cli), and beside standIn (alone).
 func fronts(t testing.TB) (cli, alone string) {
 	t.Helper()
@@ -43,17 +82,17 @@ func fronts(t testing.TB) (cli, alone string) {
 			if frontErr = os.Mkdir(filepath.Join(frontDir, d), 0o755); frontErr != nil {
 				return
 			}
-			if frontErr = launcher.Build(launcher.Front, filepath.Join(frontDir, d, "toolgate")); frontErr != nil {
+			if frontErr = front.Build(filepath.Join(frontDir, d, "toolgate")); frontErr != nil {
 				return
 			}
 		}
-		cmd := exec.Command("go", "build", "-o", filepath.Join(frontDir, "cli", launcher.CLIBinary), "github.com/toolgate/toolgate/cmd/toolgate-cli")
+		cmd := exec.Command("go", "build", "-o", filepath.Join(frontDir, "cli", front.CLIBinary), "github.com/toolgate/toolgate/cmd/toolgate-cli")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			frontErr = fmt.Errorf("building toolgate-cli: %v\n%s", err, out)
 			return
 		}
-		frontErr = os.WriteFile(filepath.Join(frontDir, "alone", launcher.CLIBinary), []byte(standIn), 0o755)
+		frontErr = os.WriteFile(filepath.Join(frontDir, "alone", front.CLIBinary), []byte(standIn), 0o755)
 	})
 	if frontErr != nil {
 		t.Fatal(frontErr)
@@ -76,7 +115,7 @@ func adminHome(t *testing.T, answer string) (home string, got <-chan string) {
 	if err := os.WriteFile(filepath.Join(home, api.TokenFile), []byte(" "+testToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return home, serveOnceAt(t, filepath.Join(home, api.SocketName), answer)
+	return home, cclienttest.ServeOnce(t, filepath.Join(home, api.SocketName), answer)
 }
 
 type outcome struct {
@@ -106,7 +145,7 @@ func run(t *testing.T, bin, home string, viaHOME bool, args []string) outcome {
 		}
 		cmd.Env = []string{"HOME=" + home}
 	}
-	code, o, e := runCmd(t, cmd)
+	code, o, e := cclienttest.Run(t, cmd)
 	return outcome{code, o, e}
 }
 
@@ -169,15 +208,15 @@ func TestFrontMatchesCLI(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			homeF, gotF := adminHome(t, execAnswer)
-			front := run(t, filepath.Join(alone, "toolgate"), homeF, tc.viaHOME, tc.args)
+			fc := run(t, filepath.Join(alone, "toolgate"), homeF, tc.viaHOME, tc.args)
 			homeG, gotG := adminHome(t, execAnswer)
-			goCLI := run(t, filepath.Join(cli, launcher.CLIBinary), homeG, tc.viaHOME, tc.args)
+			goCLI := run(t, filepath.Join(cli, front.CLIBinary), homeG, tc.viaHOME, tc.args)
 			want := outcome{3, "hi\n", "err\n"}
 			if goCLI != want {
 				t.Fatalf("the Go CLI: %+v, want %+v", goCLI, want)
 			}
-			if front != want {
-				t.Fatalf("the front: %+v, want %+v", front, want)
+			if fc != want {
+				t.Fatalf("the front: %+v, want %+v", fc, want)
 			}
 			if f, g := parseRequest(t, <-gotF), parseRequest(t, <-gotG); !reflect.DeepEqual(f, g) {
 				t.Fatalf("the front's request\n%+v\nthe Go CLI's\n%+v", f, g)
@@ -218,17 +257,17 @@ func TestFrontAnswersAsCLI(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"exec", "demo", "--", "true"}
 			homeF, _ := adminHome(t, tc.answer)
-			front := run(t, filepath.Join(alone, "toolgate"), homeF, false, args)
+			fc := run(t, filepath.Join(alone, "toolgate"), homeF, false, args)
 			homeG, _ := adminHome(t, tc.answer)
-			goCLI := run(t, filepath.Join(cli, launcher.CLIBinary), homeG, false, args)
-			if goCLI.code != tc.code || front.code != tc.code {
-				t.Fatalf("exit status: the Go CLI %d, the front %d, want %d\nGo CLI: %q\nfront:  %q", goCLI.code, front.code, tc.code, goCLI.stderr, front.stderr)
+			goCLI := run(t, filepath.Join(cli, front.CLIBinary), homeG, false, args)
+			if goCLI.code != tc.code || fc.code != tc.code {
+				t.Fatalf("exit status: the Go CLI %d, the front %d, want %d\nGo CLI: %q\nfront:  %q", goCLI.code, fc.code, tc.code, goCLI.stderr, fc.stderr)
 			}
-			if tc.same && front != goCLI {
-				t.Fatalf("the front: %+v\nthe Go CLI: %+v", front, goCLI)
+			if tc.same && fc != goCLI {
+				t.Fatalf("the front: %+v\nthe Go CLI: %+v", fc, goCLI)
 			}
-			if !tc.same && (!strings.HasPrefix(front.stderr, "toolgate: ") || !strings.HasPrefix(goCLI.stderr, "toolgate: ")) {
-				t.Fatalf("no message: the front %q, the Go CLI %q", front.stderr, goCLI.stderr)
+			if !tc.same && (!strings.HasPrefix(fc.stderr, "toolgate: ") || !strings.HasPrefix(goCLI.stderr, "toolgate: ")) {
+				t.Fatalf("no message: the front %q, the Go CLI %q", fc.stderr, goCLI.stderr)
 			}
 		})
 	}
@@ -289,7 +328,7 @@ func TestFrontHandsOn(t *testing.T) {
 			}
 			cmd := exec.Command(filepath.Join(alone, "toolgate"), tc.args...)
 			cmd.Env = env
-			code, o, e := runCmd(t, cmd)
+			code, o, e := cclienttest.Run(t, cmd)
 			if tc.name == "flag without its value" {
 				if code != 3 {
 					t.Fatalf("exit %d, %q", code, e)
@@ -325,8 +364,8 @@ func TestFrontWithoutCLI(t *testing.T) {
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	code, o, e := runCmd(t, exec.Command(bin, "agents"))
-	want := "toolgate: running toolgate-cli, installed beside toolgate (" + filepath.Join(dir, launcher.CLIBinary) + "): no such file or directory\n"
+	code, o, e := cclienttest.Run(t, exec.Command(bin, "agents"))
+	want := "toolgate: running toolgate-cli, installed beside toolgate (" + filepath.Join(dir, front.CLIBinary) + "): no such file or directory\n"
 	if code != 125 || o != "" || e != want {
 		t.Fatalf("exit %d, %q %q; want 125, %q", code, o, e, want)
 	}

@@ -12,7 +12,7 @@
  * exit were ~2 ms of the ~4.5 ms it took (issue 13); this one starts in
  * ~0.3 ms. The call and the answer are the launcher's (client.c: the same
  * dial, the same fuzzed reader); the route, the admin token and the exit
- * codes are the Go CLI's, and internal/guest/launcher's tests hold the two to the
+ * codes are the Go CLI's, and internal/cli/front's tests hold the two to the
  * same request, output and exit status (TestFrontMatchesCLI).
  *
  * Signals are not handled, as the Go CLI handles none for exec: the closed
@@ -20,12 +20,12 @@
  */
 #include "client.c"
 
-/* The Go CLI, beside this program (internal/guest/launcher.CLIBinary). */
+/* The Go CLI, beside this program (internal/cli/front.CLIBinary). */
 #define CLI_BINARY "toolgate-cli"
 /* The Go CLI's exit codes (internal/cli.ExitError, ExitDenied). */
 #define EXIT_ERROR 125
 #define EXIT_REFUSED 126
-/* The admin API (internal/cli/adminclient): the home's files and the media type
+/* The admin API (internal/proto/api): the home's files and the media type
  * of a streamed answer. */
 #define ADMIN_SOCKET "admin.sock"
 #define ADMIN_TOKEN "admin.token"
