@@ -14,7 +14,9 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -383,6 +385,8 @@ func (s *suite) files(t *testing.T, sb gateway.Sandbox) {
 		{"write a relative path", func() error { return sb.WriteFile(ctx, "x", []byte("x")) }, "not absolute"},
 		{"write the read-only root", func() error { return sb.WriteFile(ctx, "/etc/evil", []byte("x")) }, "read-only file system"},
 		{"write a new directory in the root", func() error { return sb.WriteFile(ctx, "/usr/newdir/x", []byte("x")) }, "read-only file system"},
+		{"read a tmpfs directory", func() error { _, err := sb.ReadFile(ctx, "/tmp", -1); return err }, "is a directory"},
+		{"read a missing path on tmpfs", func() error { _, err := sb.ReadFile(ctx, "/tmp/nope", -1); return err }, "/tmp/nope"},
 		{"write over a directory", func() error { return sb.WriteFile(ctx, "/workspace", []byte("x")) }, "is a directory"},
 		{"write a read-only mount", func() error { return sb.WriteFile(ctx, "/tools/bin/x", []byte("x")) }, "open /tools/bin/.toolgate-tmp-"},
 	}
@@ -404,6 +408,18 @@ func (s *suite) files(t *testing.T, sb gateway.Sandbox) {
 		}
 		if err := sb.WriteFile(ctx, "/workspace/etc/toolgate-test", []byte("x")); err == nil || !strings.Contains(err.Error(), "read-only") {
 			t.Fatalf("a write through a link to /etc: %v", err)
+		}
+		if _, err := os.Stat("/etc/toolgate-test"); err == nil {
+			t.Fatal("a write through a link reached the host's /etc")
+		}
+		// A path only the host has is not there through a link.
+		marker := filepath.Join(t.TempDir(), "host-only")
+		if err := os.WriteFile(marker, []byte("host"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		must(t, sb, "ln", "-sfn", marker, "/workspace/hostlink")
+		if f, err := sb.ReadFile(ctx, "/workspace/hostlink", -1); err == nil {
+			t.Fatalf("a host path was read through a link: %q", f.Data)
 		}
 	})
 }
