@@ -31,8 +31,8 @@ print_goals() {
 if [ "${1:-}" != goals ]; then
   bench -bench Decide20Rules -benchtime 20000x -benchmem ./internal/host/policy
   bench -bench 'AppendSingle|AppendParallel64' -benchtime 2000x ./internal/host/audit
-  bench -bench GatewayOverhead -benchtime 2000x ./internal/host/daemon
-  bench -bench 'ExecTrue|ReadWrite1MiB' -benchtime 200x ./internal/host/daemon ./internal/host/sandbox/docker
+  bench -bench GatewayOverhead -benchtime 2000x ./internal/host/systemtest
+  bench -bench 'ExecTrue|ReadWrite1MiB' -benchtime 200x ./internal/host/systemtest ./internal/host/sandbox/docker
   bench -bench OutputFrame -benchtime 2000x ./internal/host/sandbox/hostexec
   bench -bench . -benchtime 1000x ./internal/host/door/agentsock
   bench -bench HooksInSandbox -benchtime 500x ./internal/host/door/hookserver
@@ -40,22 +40,22 @@ if [ "${1:-}" != goals ]; then
   bench -bench 'Download|Setup' -benchtime 200x ./internal/guest
   bench -bench . -benchtime 2000x ./internal/host/door/egress
   bench -bench QueryLatency -benchtime 500x ./internal/host/auditindex
-  bench -bench LiveFeed -benchtime 100x ./internal/host/daemon
+  bench -bench LiveFeed -benchtime 100x ./internal/host/systemtest
   echo; echo "## plugin calls from inside a sandbox (TestLauncherLatency)"
-  TOOLGATE_BENCH=1 go test -count=1 -run LauncherLatency -v ./internal/host/daemon | grep -vE '^(=== |--- |PASS)'
+  TOOLGATE_BENCH=1 go test -count=1 -run LauncherLatency -v ./internal/host/systemtest | grep -vE '^(=== |--- |PASS)'
 fi
 
 large="ratio ≤ 1.0 (aim 0.5), CLI memory flat; baseline docker cp"
-goal Write16MiB ./internal/host/daemon 10x "ms peak-MiB" "$large"
-goal Read16MiB ./internal/host/daemon 10x "ms peak-MiB" "$large"
-goal Write256MiB ./internal/host/daemon 10x "ms peak-MiB" "$large"
-goal Read256MiB ./internal/host/daemon 10x "ms peak-MiB" "$large"
-goal CLIExec ./internal/host/daemon 200x "p50-ms p99-ms" "p50 ≤ 4 ms; baseline the same admin API call in-process"
-goal AdminReady ./internal/host/daemon 5x p50-ms "≤ 200 ms with 30 agents starting; baseline no agents"
-goal Start30 ./internal/host/daemon 3x p50-ms "ratio ≤ 1.2; baseline 30 parallel docker run -d, same flags"
-goal Reattach30 ./internal/host/daemon 5x p50-ms "≤ 300 ms; baseline one docker inspect of the 30"
-goal PluginCall ./internal/host/daemon 2000x "p50-ms p99-ms" "p50 ≤ 2 ms, p99 ≤ 4 ms; baseline /bin/true in the sandbox"
-goal Exec64 ./internal/host/daemon 2000x "p99-ms calls/s sandbox-cpu-µs/call" "p99 ≤ 100 ms at the same calls/s; baseline /bin/true 64 at a time in the sandbox"
+goal Write16MiB ./internal/host/systemtest 10x "ms peak-MiB" "$large"
+goal Read16MiB ./internal/host/systemtest 10x "ms peak-MiB" "$large"
+goal Write256MiB ./internal/host/systemtest 10x "ms peak-MiB" "$large"
+goal Read256MiB ./internal/host/systemtest 10x "ms peak-MiB" "$large"
+goal CLIExec ./internal/host/systemtest 200x "p50-ms p99-ms" "p50 ≤ 4 ms; baseline the same admin API call in-process"
+goal AdminReady ./internal/host/systemtest 5x p50-ms "≤ 200 ms with 30 agents starting; baseline no agents"
+goal Start30 ./internal/host/systemtest 3x p50-ms "ratio ≤ 1.2; baseline 30 parallel docker run -d, same flags"
+goal Reattach30 ./internal/host/systemtest 5x p50-ms "≤ 300 ms; baseline one docker inspect of the 30"
+goal PluginCall ./internal/host/systemtest 2000x "p50-ms p99-ms" "p50 ≤ 2 ms, p99 ≤ 4 ms; baseline /bin/true in the sandbox"
+goal Exec64 ./internal/host/systemtest 2000x "p99-ms calls/s sandbox-cpu-µs/call" "p99 ≤ 100 ms at the same calls/s; baseline /bin/true 64 at a time in the sandbox"
 goal AuditVerify ./internal/host/audit 3x "entries/s entries/cpu-s" "≥ 500k entries/s; baseline the old full decode"
 goal AuditTail ./internal/host/audit 3x peak-MiB "flat in the log's size; baseline decode the file, keep 20"
 goal CheckpointAppend64 ./internal/host/audit 20000x entries/s "ratio ≥ 0.95 (issue 27); baseline the chain alone, no tree"

@@ -194,13 +194,13 @@ bench_row() {
 echo "running the fault tests of the other fixes" >&2
 gotest_row "Engine lost, sandbox running" ./internal/host/sandbox/docker TestEngineLostIsNotAStoppedSandbox
 gotest_row "audit disk full (ENOSPC) recovers" ./internal/host/audit TestDiskFullRecovers
-gotest_row "second daemon on the same home" ./internal/host/daemon TestSecondDaemonTouchesNothing
+gotest_row "second daemon on the same home" ./internal/host/systemtest TestSecondDaemonTouchesNothing
 gotest_row "MCP session flood: memory bounded" ./internal/host/door/mcp 'TestSessionMemoryBounded|TestSessionCapPerIdentity'
 gotest_row "401 flood from one source: coalesced" ./internal/host/door/adminapi TestRefusalFloodFromOneSource
 bench_row "valid call during a bad-token flood" ./internal/host/door/adminapi CallDuringRefusalFlood 200x
 if [ -x "${TOOLGATE_CLAUDE:-}" ] || [ -x "$HOME/.cache/toolgate-claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude" ]; then
   export TOOLGATE_CLAUDE=${TOOLGATE_CLAUDE:-$HOME/.cache/toolgate-claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude}
-  gotest_row "Claude Code disableAllHooks keeps the gate" ./internal/host/daemon 'TestClaudeCodeGateTheAgentCannotSwitchOff|TestClaudeCodeInSandboxKeepsItsGate'
+  gotest_row "Claude Code disableAllHooks keeps the gate" ./internal/host/systemtest 'TestClaudeCodeGateTheAgentCannotSwitchOff|TestClaudeCodeInSandboxKeepsItsGate'
 else
   row "Claude Code disableAllHooks keeps the gate" SKIP "no Claude Code CLI (scripts/test.sh installs it)"
 fi

@@ -57,8 +57,8 @@ build() {
   CGO_ENABLED=0 go build -o bin/toolgate-cli ./cmd/toolgate-cli
   go build -o bin/toolgate-gateway ./cmd/toolgate-gateway
   CGO_ENABLED=0 go build -o bin/toolgate-client ./cmd/toolgate-client
-  sh internal/guest/launcher/c/build.sh front bin/toolgate
-  sh internal/guest/launcher/c/build.sh launch bin/toolgate-launch
+  sh internal/proto/cclient/c/build.sh internal/cli/front/c/front.c bin/toolgate
+  sh internal/proto/cclient/c/build.sh internal/guest/launcher/c/launch.c bin/toolgate-launch
 }
 
 # k8s_up builds the single-node Kubernetes cluster of scripts/kubernetes

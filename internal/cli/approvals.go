@@ -8,9 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
-	"github.com/toolgate/toolgate/internal/host/approval"
 	"github.com/toolgate/toolgate/internal/lib/textsafe"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 func newApprovalsCmd(g *Globals) *cobra.Command {
@@ -64,7 +63,7 @@ const callCellMax = 160
 // callCell is what a waiting call would do, in a line: its command, argv,
 // path, host or arguments, rendered safe. A person decides on it, so a cut
 // says how much is left out and where to see it, and so does an input.
-func callCell(p *approval.Pending) string {
+func callCell(p *api.Pending) string {
 	what := p.Command
 	switch {
 	case what == "" && len(p.Argv) > 0:
@@ -116,7 +115,7 @@ func newApprovalShowCmd(g *Globals) *cobra.Command {
 // printPending writes all of a waiting call for a person: one fact a line,
 // each argument and each line of the input on a line of its own, all of it
 // rendered safe (an input's line cannot pass for a fact).
-func printPending(w io.Writer, p *approval.Pending) {
+func printPending(w io.Writer, p *api.Pending) {
 	fact := func(name, value string) { fmt.Fprintf(w, "%-9s %s\n", name, value) }
 	fact("call", textsafe.Line(p.ID))
 	fact("agent", textsafe.Line(p.Agent))
@@ -161,7 +160,7 @@ func printPending(w io.Writer, p *approval.Pending) {
 }
 
 func newAnswerCmd(g *Globals, approve bool) *cobra.Command {
-	var a adminclient.ApprovalAnswer
+	var a api.ApprovalAnswer
 	var standFor time.Duration
 	a.Approve = approve
 	use, short := "deny ID --reason TEXT", "Deny a waiting call"

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/lib/textsafe"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/proto/auditquery"
 )
 
@@ -151,7 +152,7 @@ and swaps it in; otherwise this command builds it.`,
 			var n int
 			c, err := g.Dial()
 			if err == nil {
-				var ans *adminclient.Reindexed
+				var ans *api.Reindexed
 				if ans, err = c.AuditReindex(cmd.Context()); err == nil {
 					n = ans.Entries
 				}

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/lib/textsafe"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/proto/auditquery"
 )
 
@@ -51,7 +51,7 @@ arrival order).`,
 			if err != nil {
 				return err
 			}
-			return PrintHits(cmd.OutOrStdout(), hits, format, func(h auditquery.Hit) (string, *gateway.Entry) {
+			return PrintHits(cmd.OutOrStdout(), hits, format, func(h auditquery.Hit) (string, *api.Entry) {
 				return fmt.Sprintf("%-7d ", h.Seq), h.Entry
 			})
 		},
@@ -78,7 +78,7 @@ arrival order).`,
 
 // PrintHits writes a query's hits: one JSON object per line, or each
 // entry's line after its position (line gives both).
-func PrintHits[H any](out io.Writer, hits []H, format string, line func(H) (string, *gateway.Entry)) error {
+func PrintHits[H any](out io.Writer, hits []H, format string, line func(H) (string, *api.Entry)) error {
 	for _, h := range hits {
 		if format == "json" {
 			b, err := json.Marshal(h)
@@ -101,7 +101,7 @@ func PrintHits[H any](out io.Writer, hits []H, format string, line func(H) (stri
 // carry (the agent's tool names, arguments, reasons quoting them) is
 // rendered by textsafe: nothing in an entry can reach the terminal as a
 // control sequence or start a line of its own.
-func PrintEntry(w io.Writer, e *gateway.Entry) error {
+func PrintEntry(w io.Writer, e *api.Entry) error {
 	var b strings.Builder
 	// The whole id: it is what `audit show` takes, and its leading digits
 	// are a timestamp, so a prefix does not tell calls apart.
@@ -122,7 +122,7 @@ func PrintEntry(w io.Writer, e *gateway.Entry) error {
 	if e.Error != "" {
 		fmt.Fprintf(&b, " error=%q", e.Error)
 	}
-	if len(e.Args) > 0 && e.Phase == gateway.PhaseDecision {
+	if len(e.Args) > 0 && e.Phase == api.PhaseDecision {
 		args, _ := textsafe.Clip(string(e.Args), 120)
 		fmt.Fprintf(&b, " %s", args)
 	}

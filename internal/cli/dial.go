@@ -5,12 +5,13 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/host/gateway"
+
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // callTool sends one call to the daemon and returns its buffered result
 // (exec and run stream theirs: execStreamed).
-func callTool(cmd *cobra.Command, g *Globals, agent, tool string, args any) (*gateway.Result, error) {
+func callTool(cmd *cobra.Command, g *Globals, agent, tool string, args any) (*api.Result, error) {
 	c, err := g.Dial()
 	if err != nil {
 		return nil, err
@@ -59,7 +60,7 @@ func wordsErr(cmd *cobra.Command, what string, args []string) error {
 }
 
 // output returns a field of a tool's JSON result.
-func output(res *gateway.Result, key string) any {
+func output(res *api.Result, key string) any {
 	m, _ := res.Output.(map[string]any)
 	return m[key]
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/cli/adminclient"
-	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 func newExecCmd(g *Globals) *cobra.Command {
@@ -76,7 +76,7 @@ const stdinFlagUsage = "send this command's stdin to the process, byte for byte,
 // with stdin, the command's standard input is this process's, sent as it
 // is read and byte for byte — not as the JSON "stdin" string, which holds
 // text only and the whole of it at once.
-func execStreamed(ctx context.Context, c *adminclient.Client, agent string, call map[string]any, stdin bool) (*gateway.Result, error) {
+func execStreamed(ctx context.Context, c *adminclient.Client, agent string, call map[string]any, stdin bool) (*api.Result, error) {
 	if stdin {
 		return c.CallStream(ctx, agent, "exec", call, os.Stdin, os.Stdout, os.Stderr)
 	}

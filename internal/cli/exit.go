@@ -13,7 +13,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
+
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // Exit codes beyond a tool's own, in the spirit of `docker run`.
@@ -45,7 +46,7 @@ func Run(root *cobra.Command, args []string, stderr io.Writer) int {
 		return int(code)
 	}
 	fmt.Fprintln(stderr, "toolgate:", err)
-	var we *adminclient.Error
+	var we *api.Error
 	if errors.As(err, &we) && (we.Code == "denied" || we.Code == "unauthorized") {
 		return ExitDenied
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/cli/adminclient"
-	"github.com/toolgate/toolgate/internal/guest/launcher"
+	"github.com/toolgate/toolgate/internal/cli/front"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -64,7 +64,7 @@ func TestGatewayCommandsRunToolgateGateway(t *testing.T) {
 	// The CLI alone: the front and the Go CLI it runs, no gateway.
 	dir := t.TempDir()
 	alone := filepath.Join(dir, "toolgate")
-	for _, name := range []string{"toolgate", launcher.CLIBinary} {
+	for _, name := range []string{"toolgate", front.CLIBinary} {
 		b, err := os.ReadFile(filepath.Join(filepath.Dir(toolgate), name))
 		if err != nil {
 			t.Fatal(err)

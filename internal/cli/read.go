@@ -7,8 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
-	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 func newReadCmd(g *Globals) *cobra.Command {
@@ -59,7 +58,7 @@ func newReadCmd(g *Globals) *cobra.Command {
 // asked for ended: what was printed is the head of the file, and a script
 // must not take it for the whole (exit 125). A window that ended within
 // the kept part (--limit) is whole, whatever the file's size.
-func cutShort(res *gateway.Result) error {
+func cutShort(res *api.Result) error {
 	if t, _ := output(res, "truncated").(bool); !t {
 		return nil
 	}
@@ -78,7 +77,7 @@ const apiBinaryHint = `read it with "encoding":"base64"`
 
 // cliHint names the CLI's flag where the daemon's error names the API's field.
 func cliHint(err error) error {
-	var e *adminclient.Error
+	var e *api.Error
 	if errors.As(err, &e) && strings.Contains(e.Message, apiBinaryHint) {
 		c := *e
 		c.Message = strings.Replace(c.Message, apiBinaryHint, "read it with --binary", 1)

@@ -7,8 +7,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/host/coretools"
-	"github.com/toolgate/toolgate/internal/host/gateway"
-	"github.com/toolgate/toolgate/internal/host/wire"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // TestReadBinaryHintNamesTheFlag: a text read of a binary file tells a
@@ -17,7 +16,7 @@ func TestReadBinaryHintNamesTheFlag(t *testing.T) {
 	if apiBinaryHint != coretools.BinaryHint {
 		t.Fatalf("apiBinaryHint %q differs from coretools.BinaryHint %q", apiBinaryHint, coretools.BinaryHint)
 	}
-	daemon := &wire.Error{Code: "tool_error", Message: "read /workspace/a.bin: binary file (NUL byte at offset 2); " + coretools.BinaryHint, ID: "c-1"}
+	daemon := &api.Error{Code: "tool_error", Message: "read /workspace/a.bin: binary file (NUL byte at offset 2); " + coretools.BinaryHint, ID: "c-1"}
 	got := cliHint(fmt.Errorf("call: %w", daemon)).Error()
 	if !strings.Contains(got, "read it with --binary") || strings.Contains(got, "encoding") {
 		t.Errorf("CLI error %q, want it to name --binary and not the API field", got)
@@ -25,7 +24,7 @@ func TestReadBinaryHintNamesTheFlag(t *testing.T) {
 	if !strings.Contains(got, "NUL byte at offset 2") || !strings.Contains(daemon.Message, "encoding") {
 		t.Errorf("CLI error %q lost the daemon's words, or the daemon's error was changed", got)
 	}
-	other := &wire.Error{Code: "denied", Message: "no"}
+	other := &api.Error{Code: "denied", Message: "no"}
 	if cliHint(other) != error(other) {
 		t.Error("an unrelated error was rewritten")
 	}
@@ -35,15 +34,15 @@ func TestReadBinaryHintNamesTheFlag(t *testing.T) {
 // asked for (the CLI printed the head of the file), not when the window
 // asked for ended inside the kept part, nor for a file under the cap.
 func TestCutShort(t *testing.T) {
-	res := func(truncated bool, from, to, total int) *gateway.Result {
-		return &gateway.Result{Output: map[string]any{
+	res := func(truncated bool, from, to, total int) *api.Result {
+		return &api.Result{Output: map[string]any{
 			"truncated": truncated, "size": json.Number("18688890"),
 			"lines": map[string]any{"from": json.Number(fmt.Sprint(from)), "to": json.Number(fmt.Sprint(to)), "total": json.Number(fmt.Sprint(total))},
 		}}
 	}
 	for _, tt := range []struct {
 		name string
-		res  *gateway.Result
+		res  *api.Result
 		want string
 	}{
 		{"under the cap", res(false, 1, 9, 9), ""},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/cli/adminclient"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // Globals are the flags every command shares.
@@ -38,7 +39,7 @@ func (g *Globals) Dial() (*adminclient.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("context %s: %w (write its admin API's host:port there; docs/kubernetes.md)", g.Context, err)
 	}
-	return adminclient.DialAddr(strings.TrimSpace(string(addr)), filepath.Join(dir, adminclient.TokenFile))
+	return adminclient.DialAddr(strings.TrimSpace(string(addr)), filepath.Join(dir, api.TokenFile))
 }
 
 // ConfigPath is the config file the flags name.

@@ -9,7 +9,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
+
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 func TestDefaultHome(t *testing.T) {
@@ -33,12 +34,12 @@ func TestDialContext(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for name, body := range map[string]string{"address": "127.0.0.1:7433\n", adminclient.TokenFile: "tok\n"} {
+	for name, body := range map[string]string{"address": "127.0.0.1:7433\n", api.TokenFile: "tok\n"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(home, adminclient.TokenFile), []byte("tok\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, api.TokenFile), []byte("tok\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct{ context, wantErr string }{

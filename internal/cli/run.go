@@ -5,8 +5,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/proto/hooks"
 )
 
@@ -75,7 +75,7 @@ decided and recorded as a call; the hook gate still guards what remains.`,
 			// One session for the run: the exec, and what its process tree
 			// does (hooks, model calls, plugin calls, egress), link to it.
 			if session == "" {
-				session = gateway.NewID()
+				session = api.NewID()
 			} else if !proto.ValidCallID(session) {
 				return UsageErr(cmd, fmt.Sprintf("--session %q: letters, digits, _ and -, at most 128", session))
 			}

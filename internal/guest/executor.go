@@ -76,6 +76,12 @@ func ExecutorServer() *http.Server {
 // serveExec runs one call with run's semantics. The process group is
 // killed when the request's connection goes away.
 func serveExec(w http.ResponseWriter, r *http.Request) {
+	// One answer format: a peer that cannot read binary frames is told so
+	// before anything runs.
+	if r.Header.Get("Accept") != proto.ExecFramesMedia {
+		http.Error(w, "the executor answers in binary frames only (Accept: "+proto.ExecFramesMedia+")", http.StatusNotAcceptable)
+		return
+	}
 	// Small: it holds the request line; stdin is copied past it.
 	body := bufio.NewReader(r.Body)
 	line, err := readLine(body, proto.MaxExecLine)
@@ -122,7 +128,7 @@ func serveExec(w http.ResponseWriter, r *http.Request) {
 	}
 	c.stdio = [3]*os.File{stdin, pipes[1][1], pipes[2][1]}
 	_ = http.NewResponseController(w).EnableFullDuplex()
-	out := newFrameOut(w, r.Header.Get("Accept") == proto.ExecFramesMedia)
+	out := newFrameOut(w)
 
 	// The call ends when the gateway goes away (the request's context)
 	// or its output can no longer be written (gone).
@@ -205,9 +211,9 @@ func servePut(w http.ResponseWriter, r *http.Request, c *callSpec, body io.Reade
 	if !killedBeforeStart(c, &stderr) {
 		code = putCommand(c.argv[2:], c.dir, body, &stderr)
 	}
-	out := newFrameOut(w, r.Header.Get("Accept") == proto.ExecFramesMedia)
+	out := newFrameOut(w)
 	for msg := stderr.Bytes(); len(msg) > 0; {
-		n := min(len(msg), proto.ExecChunk)
+		n := min(len(msg), proto.MaxFramePayload)
 		_ = out.output(proto.FrameStderr, append(make([]byte, proto.FrameHeaderLen), msg[:n]...))
 		msg = msg[n:]
 	}
@@ -283,38 +289,27 @@ func readLine(r *bufio.Reader, max int) ([]byte, error) {
 	}
 }
 
-// frameOut writes frames to the streamed response, flushing each: binary
-// frames when the gateway asked for them, else NDJSON (an older gateway).
+// frameOut writes binary frames (proto.ReadExecFrames) to the streamed
+// response, flushing each.
 type frameOut struct {
-	mu     sync.Mutex
-	w      http.ResponseWriter
-	binary bool
-	enc    *json.Encoder
-	err    error
+	mu  sync.Mutex
+	w   http.ResponseWriter
+	err error
 }
 
-func newFrameOut(w http.ResponseWriter, binary bool) *frameOut {
-	media := "application/x-ndjson"
-	if binary {
-		media = proto.ExecFramesMedia
-	}
-	w.Header().Set("Content-Type", media)
+func newFrameOut(w http.ResponseWriter) *frameOut {
+	w.Header().Set("Content-Type", proto.ExecFramesMedia)
 	w.WriteHeader(http.StatusOK)
-	return &frameOut{w: w, binary: binary, enc: json.NewEncoder(w)}
+	return &frameOut{w: w}
 }
 
 // relay sends what the pipe rd gives as output frames of kind until it
 // ends; when a frame cannot be written (the gateway went away) it calls
 // failed and drains rd. A frame carries what one read returned, so output
-// goes as it comes; a large output goes in large frames (pipePump). NDJSON
-// frames stay at proto.ExecChunk, the size an older gateway reads.
+// goes as it comes; a large output goes in large frames (pipePump).
 func (f *frameOut) relay(kind byte, rd *os.File, failed func()) {
-	most := proto.ExecChunk
-	if f.binary {
-		most = proto.MaxFramePayload
-	}
 	// The frame header goes in front of the payload: one write a frame.
-	_ = pipePump(rd, rd, proto.FrameHeaderLen, most, func(p []byte) error {
+	_ = pipePump(rd, rd, proto.FrameHeaderLen, proto.MaxFramePayload, func(p []byte) error {
 		if f.output(kind, p) != nil {
 			failed()
 		}
@@ -346,26 +341,16 @@ func pipePump(r io.Reader, pipe *os.File, head, most int, emit func([]byte) erro
 // output writes p[proto.FrameHeaderLen:] as one output frame of kind; the
 // front of p is room for the header.
 func (f *frameOut) output(kind byte, p []byte) error {
-	if f.binary {
-		proto.PutFrameHeader(p, kind, len(p)-proto.FrameHeaderLen)
-		return f.write(func() error { _, err := f.w.Write(p); return err })
-	}
-	fr := &proto.ExecFrame{Stdout: p[proto.FrameHeaderLen:]}
-	if kind == proto.FrameStderr {
-		fr = &proto.ExecFrame{Stderr: p[proto.FrameHeaderLen:]}
-	}
-	return f.write(func() error { return f.enc.Encode(fr) })
+	proto.PutFrameHeader(p, kind, len(p)-proto.FrameHeaderLen)
+	return f.write(func() error { _, err := f.w.Write(p); return err })
 }
 
 // exit writes the exit frame, the answer's last, unflushed: it goes out
 // with the body's end when the handler returns, in one write, so the
 // gateway has both at once and may keep the connection for its next call.
 func (f *frameOut) exit(e proto.ExecExit) error {
-	if f.binary {
-		fr := proto.ExitFrame(e)
-		return f.send(func() error { _, err := f.w.Write(fr); return err }, false)
-	}
-	return f.send(func() error { return f.enc.Encode(&proto.ExecFrame{Exit: &e}) }, false)
+	fr := proto.ExitFrame(e)
+	return f.send(func() error { _, err := f.w.Write(fr); return err }, false)
 }
 
 // write runs one frame's write and flushes it, unless an earlier one failed.

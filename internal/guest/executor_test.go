@@ -1,12 +1,12 @@
 package guest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
+	"encoding/binary"
 	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -74,46 +74,21 @@ type frames struct {
 	exit           *proto.ExecExit
 }
 
-// readAll reads a response in the frames its Content-Type names.
+// readAll reads a response's exec frames.
 func readAll(t *testing.T, resp *http.Response) frames {
 	t.Helper()
-	if media := resp.Header.Get("Content-Type"); media == proto.ExecFramesMedia {
-		var o, e strings.Builder
-		exit, err := proto.ReadExecFrames(resp.Body, &o, &e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n, _ := resp.Body.Read(make([]byte, 1)); n != 0 {
-			t.Fatal("data after the exit frame")
-		}
-		return frames{o.String(), e.String(), exit}
-	} else if media != "application/x-ndjson" {
+	if media := resp.Header.Get("Content-Type"); media != proto.ExecFramesMedia {
 		t.Fatalf("Content-Type %q", media)
 	}
-	return readJSON(t, resp.Body)
-}
-
-func readJSON(t *testing.T, r io.Reader) frames {
-	t.Helper()
-	var f frames
-	dec := json.NewDecoder(r)
-	for {
-		var fr proto.ExecFrame
-		if err := dec.Decode(&fr); err != nil {
-			if errors.Is(err, io.EOF) {
-				return f
-			}
-			t.Fatal(err)
-		}
-		f.stdout += string(fr.Stdout)
-		f.stderr += string(fr.Stderr)
-		if fr.Exit != nil {
-			if f.exit != nil {
-				t.Fatal("two exit frames")
-			}
-			f.exit = fr.Exit
-		}
+	var o, e strings.Builder
+	exit, err := proto.ReadExecFrames(resp.Body, &o, &e)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if n, _ := resp.Body.Read(make([]byte, 1)); n != 0 {
+		t.Fatal("data after the exit frame")
+	}
+	return frames{o.String(), e.String(), exit}
 }
 
 func TestExecutor(t *testing.T) {
@@ -130,19 +105,36 @@ func TestExecutor(t *testing.T) {
 		{"timeout kills the group", `{"argv":["sh","-c","sleep 100 & sleep 100"],"timeout":"300ms"}` + "\n", 124, true, "", "toolgate: command timed out after 300ms; its process group was killed\n"},
 	}
 	for _, tt := range tests {
-		for _, frames := range []struct{ accept, media string }{{proto.ExecFramesMedia, proto.ExecFramesMedia}, {"", "application/x-ndjson"}} {
-			t.Run(tt.name+" "+frames.media, func(t *testing.T) {
-				resp := postExec(t, c, context.Background(), frames.accept, tt.body)
-				defer resp.Body.Close()
-				if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != frames.media {
-					t.Fatal(resp.Status, resp.Header.Get("Content-Type"))
-				}
-				f := readAll(t, resp)
-				if f.exit == nil || f.exit.ExitCode != tt.code || f.exit.TimedOut != tt.timedOut || f.stdout != tt.stdout || f.stderr != tt.stderr {
-					t.Fatalf("got %+v %q %q", f.exit, f.stdout, f.stderr)
-				}
-			})
+		t.Run(tt.name, func(t *testing.T) {
+			resp := postExec(t, c, context.Background(), proto.ExecFramesMedia, tt.body)
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatal(resp.Status)
+			}
+			f := readAll(t, resp)
+			if f.exit == nil || f.exit.ExitCode != tt.code || f.exit.TimedOut != tt.timedOut || f.stdout != tt.stdout || f.stderr != tt.stderr {
+				t.Fatalf("got %+v %q %q", f.exit, f.stdout, f.stderr)
+			}
+		})
+	}
+}
+
+// The executor answers in one format: a peer that does not ask for binary
+// frames (NDJSON was the format before them) is refused before anything
+// runs.
+func TestExecutorRefusesOtherFormats(t *testing.T) {
+	c := testExecutor(t)
+	mark := filepath.Join(t.TempDir(), "ran")
+	for _, accept := range []string{"", "application/x-ndjson", "*/*"} {
+		resp := postExec(t, c, context.Background(), accept, `{"argv":["touch",`+strconv.Quote(mark)+`]}`+"\n")
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotAcceptable || !strings.Contains(string(msg), proto.ExecFramesMedia) {
+			t.Errorf("Accept %q: %s %q", accept, resp.Status, msg)
 		}
+	}
+	if _, err := os.Stat(mark); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused request ran: %v", err)
 	}
 }
 
@@ -188,43 +180,22 @@ func TestExecutorStdin(t *testing.T) {
 	}
 }
 
-// Large output travels in frames that grow while reads fill them: binary
-// frames up to proto.MaxFramePayload, NDJSON ones never over
-// proto.ExecChunk (what an older gateway reads); either way every byte
-// arrives once, in order.
+// Large output travels in frames that grow while reads fill them, up to
+// proto.MaxFramePayload; every byte arrives once, in order.
 func TestExecutorLargeOutput(t *testing.T) {
 	c := testExecutor(t)
 	const size = 8 << 20
 	body := `{"argv":["head","-c","` + strconv.Itoa(size) + `","/dev/urandom"]}` + "\n"
-	for _, tc := range []struct {
-		accept string
-		most   int
-	}{{proto.ExecFramesMedia, proto.MaxFramePayload}, {"", proto.ExecChunk}} {
-		resp := postExec(t, c, context.Background(), tc.accept, body)
-		var sizes []int
-		var out bytes.Buffer
-		sizer := writerFunc(func(p []byte) (int, error) { sizes = append(sizes, len(p)); return out.Write(p) })
-		if tc.accept != "" {
-			if _, err := proto.ReadExecFrames(resp.Body, sizer, io.Discard); err != nil {
-				t.Fatal(err)
-			}
-		} else {
-			dec := json.NewDecoder(resp.Body)
-			for {
-				var fr proto.ExecFrame
-				if err := dec.Decode(&fr); err != nil {
-					t.Fatal(err)
-				}
-				if fr.Exit != nil {
-					break
-				}
-				_, _ = sizer.Write(fr.Stdout)
-			}
-		}
-		resp.Body.Close()
-		if out.Len() != size || slices.Max(sizes) > tc.most {
-			t.Fatalf("accept %q: %d bytes in frames up to %d, want %d in frames up to %d", tc.accept, out.Len(), slices.Max(sizes), size, tc.most)
-		}
+	resp := postExec(t, c, context.Background(), proto.ExecFramesMedia, body)
+	defer resp.Body.Close()
+	var sizes []int
+	var out bytes.Buffer
+	sizer := writerFunc(func(p []byte) (int, error) { sizes = append(sizes, len(p)); return out.Write(p) })
+	if _, err := proto.ReadExecFrames(resp.Body, sizer, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if out.Len() != size || slices.Max(sizes) > proto.MaxFramePayload {
+		t.Fatalf("%d bytes in frames up to %d, want %d in frames up to %d", out.Len(), slices.Max(sizes), size, proto.MaxFramePayload)
 	}
 }
 
@@ -251,13 +222,17 @@ func TestExecutorRefusesBadRequests(t *testing.T) {
 func TestExecutorConnectionGoneKillsGroup(t *testing.T) {
 	c := testExecutor(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	resp := postExec(t, c, ctx, "", `{"argv":["sh","-c","sleep 100 & echo $$; wait"]}`+"\n")
-	var fr proto.ExecFrame
-	line, err := bufio.NewReader(resp.Body).ReadBytes('\n')
-	if err != nil || json.Unmarshal(line, &fr) != nil {
-		t.Fatalf("%q %v", line, err)
+	resp := postExec(t, c, ctx, proto.ExecFramesMedia, `{"argv":["sh","-c","sleep 100 & echo $$; wait"]}`+"\n")
+	// The first frame is the shell's pid line.
+	fr := make([]byte, proto.FrameHeaderLen)
+	if _, err := io.ReadFull(resp.Body, fr); err != nil || fr[0] != proto.FrameStdout {
+		t.Fatalf("%q %v", fr, err)
 	}
-	pgid, err := strconv.Atoi(strings.TrimSpace(string(fr.Stdout)))
+	pid := make([]byte, binary.BigEndian.Uint32(fr[1:]))
+	if _, err := io.ReadFull(resp.Body, pid); err != nil {
+		t.Fatal(err)
+	}
+	pgid, err := strconv.Atoi(strings.TrimSpace(string(pid)))
 	if err != nil {
 		t.Fatal(err)
 	}

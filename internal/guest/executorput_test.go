@@ -12,9 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/testenv/wait"
 )
 
 // putRequest posts `put ARGS` with stdin to the executor; builtin says
@@ -130,23 +130,13 @@ func TestExecutorPutConnectionGone(t *testing.T) {
 	}
 	line, _ := json.Marshal(proto.ExecRequest{Argv: []string{builtinClient, "put", target, "1000000", "-"}})
 	body := append(append(line, '\n'), bytes.Repeat([]byte("x"), 5000)...)
-	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: executor\r\nTransfer-Encoding: chunked\r\n%s: %s\r\n\r\n%x\r\n%s\r\n",
-		proto.ExecRoute, proto.ExecBuiltinHeader, proto.ExecBuiltinPut, len(body), body)
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: executor\r\nTransfer-Encoding: chunked\r\nAccept: %s\r\n%s: %s\r\n\r\n%x\r\n%s\r\n",
+		proto.ExecRoute, proto.ExecFramesMedia, proto.ExecBuiltinHeader, proto.ExecBuiltinPut, len(body), body)
 	// The temporary file appears once put has started.
-	waitFor(t, "temporary file", func() bool { e, _ := os.ReadDir(dir); return len(e) == 2 })
+	wait.For(t, "temporary file", func() bool { e, _ := os.ReadDir(dir); return len(e) == 2 })
 	conn.Close()
-	waitFor(t, "removal of the temporary file", func() bool { e, _ := os.ReadDir(dir); return len(e) == 1 })
+	wait.For(t, "removal of the temporary file", func() bool { e, _ := os.ReadDir(dir); return len(e) == 1 })
 	if b, _ := os.ReadFile(target); string(b) != "old" {
 		t.Fatalf("the target became %q", b)
-	}
-}
-
-// waitFor polls cond generously: the machine may be loaded.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("no %s after 30 s", what)
-		}
 	}
 }

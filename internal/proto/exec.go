@@ -4,17 +4,15 @@ package proto
 // execs on a Unix socket in a host directory bind-mounted read-write, so a
 // call costs a connection instead of an Engine exec. Protocol (one call per
 // connection): POST ExecRoute, body = one JSON ExecRequest line, then the
-// raw stdin bytes; a 200 response is NDJSON ExecFrames: output chunks as
+// raw stdin bytes; a 200 response is exec frames (frames.go): output as
 // produced, then exactly one exit frame. Any other status means nothing ran.
 const (
 	ExecDirPath    = RunDir + "/exec"
 	ExecSocketName = "executor.sock"
 	ExecSocketPath = ExecDirPath + "/" + ExecSocketName
 	ExecRoute      = "/v1/exec"
-	// MaxExecLine bounds the request line and every response frame.
+	// MaxExecLine bounds the request line.
 	MaxExecLine = 1 << 20
-	// ExecChunk is the most output bytes one frame carries.
-	ExecChunk = 32 << 10
 	// ExecBuiltinHeader, sent as ExecBuiltinPut, lets the executor run a
 	// request whose argv is `ClientPath put …` (and no timeout) inside its
 	// own process instead of as a child: the same code, answers and exit
@@ -32,14 +30,6 @@ type ExecRequest struct {
 	Env     []string `json:"env,omitempty"`     // added to the container's environment
 	Timeout string   `json:"timeout,omitempty"` // Go duration; kills the process group
 	CallID  string   `json:"callId,omitempty"`  // records the group for `kill --call`
-}
-
-// ExecFrame is one line of the response; exactly one field is set. Stdout
-// and Stderr have the shape of the gateway's wire frames (base64 in JSON).
-type ExecFrame struct {
-	Stdout []byte    `json:"stdout,omitempty"`
-	Stderr []byte    `json:"stderr,omitempty"`
-	Exit   *ExecExit `json:"exit,omitempty"`
 }
 
 // ExecExit ends a response.

@@ -7,11 +7,9 @@ import (
 	"io"
 )
 
-// Binary exec frames: output travels as bytes, not base64 in JSON. A
-// gateway that reads them asks with `Accept: ExecFramesMedia`; an executor
-// that writes them answers 200 with that Content-Type. Any other executor
-// (an older client binary still running in a sandbox) ignores the header
-// and answers NDJSON ExecFrames, which the gateway still reads.
+// Exec frames: the executor's answer, output as bytes. The gateway asks
+// with `Accept: ExecFramesMedia`; the executor answers 200 with that
+// Content-Type, or 406 to any other Accept — there is one format.
 //
 // A frame is a header of FrameHeaderLen bytes — its kind, then the
 // payload's length as a big-endian uint32 — followed by the payload: the

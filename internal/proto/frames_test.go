@@ -26,6 +26,7 @@ func header(kind byte, n uint32) string {
 }
 
 func TestReadExecFrames(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, in       string
 		stdout, stderr string
@@ -77,6 +78,7 @@ func TestReadExecFrames(t *testing.T) {
 // A writer's failure is the error, as it is (the host's own, e.g. a read
 // over its limit), and ends the read.
 func TestReadExecFramesWriterError(t *testing.T) {
+	t.Parallel()
 	mine := errors.New("mine")
 	in := frame(FrameStdout, "hi") + frame(FrameStdout, "more") + exitFrame(0, false)
 	_, err := ReadExecFrames(strings.NewReader(in), failWriter{mine}, io.Discard)
@@ -92,6 +94,7 @@ func (f failWriter) Write([]byte) (int, error) { return 0, f.err }
 // Many full-size frames are read through one buffer: what the reader
 // allocates does not grow with the stream.
 func TestReadExecFramesAllocationBounded(t *testing.T) {
+	t.Parallel()
 	payload := strings.Repeat("x", MaxFramePayload)
 	var in strings.Builder
 	for range 32 {

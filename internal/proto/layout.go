@@ -21,6 +21,14 @@ const (
 	ProxyAddr = "127.0.0.1:3128"
 )
 
+// A sandbox's defaults, which the configuration applies and the backends
+// build and run by: the image `toolgate sandbox image` builds, and the
+// user the agent's processes run as (not root).
+const (
+	DefaultImage = "toolgate/sandbox:latest"
+	DefaultUser  = "1000:1000"
+)
+
 // ValidCallID reports whether id is safe as a file name under CallsDir.
 func ValidCallID(id string) bool {
 	if id == "" || len(id) > 128 {

@@ -6,6 +6,7 @@ import (
 )
 
 func TestValidCallID(t *testing.T) {
+	t.Parallel()
 	for id, want := range map[string]bool{
 		"0123abcdef": true, "call-1_x": true, "": false, "..": false, "a/b": false,
 		"a b": false, "a\n": false, strings.Repeat("a", 129): false,

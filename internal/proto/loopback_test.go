@@ -3,6 +3,7 @@ package proto
 import "testing"
 
 func TestHostLoopbackRoutes(t *testing.T) {
+	t.Parallel()
 	l := ParseHostLoopback("localhost:8080, 127.0.0.1:9000,[::1]:7000,*.app.localhost:80,garbage")
 	for target, want := range map[string]bool{
 		"localhost:8080": true, "LOCALHOST:8080": true, "localhost.:8080": true, "127.0.0.1:9000": true, "[::1]:7000": true,

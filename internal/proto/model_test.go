@@ -6,6 +6,7 @@ import (
 )
 
 func TestParseModelPath(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ in, parent, session, rest string }{
 		{"/anth/v1/messages", "", "", "/anth/v1/messages"},
 		{"/~c1~s/anth/v1/messages", "c1", "s", "/anth/v1/messages"},

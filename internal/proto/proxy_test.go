@@ -8,6 +8,7 @@ import (
 )
 
 func TestProxyCallID(t *testing.T) {
+	t.Parallel()
 	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 	tests := []struct{ auth, want string }{
 		{"Basic " + b64("call-18ecaa9a0c1c8d4a:x"), "18ecaa9a0c1c8d4a"},
@@ -45,6 +46,7 @@ func FuzzProxyCallID(f *testing.F) {
 // What the host puts in a call's proxy variables is what the forwarder
 // reads back from the Proxy-Authorization a client derives from it.
 func TestProxyURLRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, id := range []string{"18ecaa9a0c1c8d4a", "abc_DEF-1"} {
 		u, err := url.Parse(ProxyURL(id))
 		if err != nil || u.Host != ProxyAddr {

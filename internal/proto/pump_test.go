@@ -13,6 +13,7 @@ import (
 // its pieces double while reads fill them and never pass most; a read
 // error or emit's ends it, EOF does not.
 func TestPump(t *testing.T) {
+	t.Parallel()
 	data := make([]byte, 3<<20+7)
 	for i := range data {
 		data[i] = byte(i)

@@ -7,6 +7,7 @@ import (
 )
 
 func TestDigestTrailer(t *testing.T) {
+	t.Parallel()
 	sum := sha256.Sum256([]byte("content"))
 	tr := DigestTrailer(sum)
 	if len(tr) != DigestTrailerLen {

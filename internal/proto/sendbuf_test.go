@@ -14,6 +14,7 @@ import (
 // asked for, as far as net.core.wmem_max allows (the kernel reports twice
 // what it grants).
 func TestSendBuffer(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("/proc/sys/net/core/wmem_max")
 	if err != nil {
 		t.Fatal(err)

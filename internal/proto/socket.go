@@ -34,13 +34,22 @@ const (
 )
 
 // GateAnswer is the body of the gate route's 200 answer
-// (PreToolUsePath): the decision on a Claude Code tool call and the audit id
-// of its entry. The gateway may send more (e.g. what shadow rules would have
-// decided); the hook client reads these.
+// (PreToolUsePath): the decision on a Claude Code tool call, the audit id
+// of its entry, and what shadow rules would have decided (the hook client
+// ignores it; it is there for a person reading the answer).
 type GateAnswer struct {
-	Allow  bool   `json:"allow"`
-	Rule   string `json:"rule"` // the rule that decided
-	Reason string `json:"reason"`
-	Ask    bool   `json:"ask,omitempty"` // a rule sent the call to a person
-	ID     string `json:"id,omitempty"`
+	Allow  bool    `json:"allow"`
+	Rule   string  `json:"rule"` // the rule that decided
+	Reason string  `json:"reason"`
+	Ask    bool    `json:"ask,omitempty"` // a rule sent the call to a person
+	Shadow *Shadow `json:"shadow,omitempty"`
+	ID     string  `json:"id,omitempty"`
+}
+
+// Shadow is the would-be decision of shadow-mode rules (gateway.Shadow).
+type Shadow struct {
+	Verdict string   `json:"verdict"` // allow or deny, had the shadow rules been enforced
+	Rule    string   `json:"rule"`
+	Reason  string   `json:"reason,omitempty"`
+	Matched []string `json:"matched"` // every shadow rule that matched
 }

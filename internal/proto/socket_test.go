@@ -8,6 +8,7 @@ import (
 
 // CallPath builds exactly what the server's CallPattern route matches.
 func TestCallPathMatchesPattern(t *testing.T) {
+	t.Parallel()
 	mux := http.NewServeMux()
 	var got string
 	mux.HandleFunc("POST "+CallPattern, func(_ http.ResponseWriter, r *http.Request) { got = r.PathValue("name") })

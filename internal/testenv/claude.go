@@ -17,6 +17,7 @@ import (
 // PATH. Missing, the test is skipped, or fails under TOOLGATE_REQUIRE_CLAUDE=1
 // (scripts/test.sh installs the CLI and sets it).
 func ClaudeCLI(t testing.TB) string {
+	Long(t, "the Claude Code CLI")
 	t.Helper()
 	p := os.Getenv("TOOLGATE_CLAUDE")
 	if p == "" {

@@ -40,6 +40,7 @@ var (
 // use. It skips when none can be started, and fails when Strict. Main
 // stops it.
 func NeedPostgres(t testing.TB) *Postgres {
+	Long(t, "PostgreSQL")
 	t.Helper()
 	pgOnce.Do(func() { pg, pgErr = startPostgres() })
 	if pgErr != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"github.com/toolgate/toolgate/internal/cli/front"
 	"github.com/toolgate/toolgate/internal/guest/launcher"
 	"github.com/toolgate/toolgate/internal/host/sandbox/docker"
 	"github.com/toolgate/toolgate/internal/host/sandbox/rootfs"
@@ -45,10 +46,22 @@ func DockerError() error {
 	return dockerErr
 }
 
+// Long skips t under -short, saying what it needs: `go test -short ./...`
+// runs in about a minute with no Docker, Postgres, Kubernetes or
+// Chromium, and no build of the binaries (scripts/short.sh counts what it
+// skipped). The README's test command runs everything.
+func Long(t testing.TB, needs string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: needs " + needs)
+	}
+}
+
 // NeedDocker skips a test when the Engine is unreachable, and fails it when
 // TOOLGATE_REQUIRE_DOCKER=1: in CI a missing Docker is a failure, not a pass.
 func NeedDocker(t testing.TB) {
 	t.Helper()
+	Long(t, "Docker")
 	if err := DockerError(); err != nil {
 		if os.Getenv("TOOLGATE_REQUIRE_DOCKER") == "1" {
 			t.Fatalf("TOOLGATE_REQUIRE_DOCKER=1 but: %v", err)
@@ -86,13 +99,14 @@ var (
 // later test process what a killed one left (tmpdir).
 func Binaries(t testing.TB) (toolgate, clientBin string) {
 	t.Helper()
+	Long(t, "the built binaries")
 	buildOnce.Do(func() {
 		buildDir, buildErr = tmpdir.New("toolgate-bin")
 		if buildErr != nil {
 			return
 		}
 		for _, b := range []struct{ out, pkg string }{
-			{launcher.CLIBinary, "github.com/toolgate/toolgate/cmd/toolgate-cli"},
+			{front.CLIBinary, "github.com/toolgate/toolgate/cmd/toolgate-cli"},
 			{"toolgate-gateway", "github.com/toolgate/toolgate/cmd/toolgate-gateway"},
 			{"toolgate-client", "github.com/toolgate/toolgate/cmd/toolgate-client"},
 		} {
@@ -103,10 +117,10 @@ func Binaries(t testing.TB) (toolgate, clientBin string) {
 				return
 			}
 		}
-		if buildErr = launcher.Build(launcher.Front, filepath.Join(buildDir, "toolgate")); buildErr != nil {
+		if buildErr = front.Build(filepath.Join(buildDir, "toolgate")); buildErr != nil {
 			return
 		}
-		buildErr = launcher.Build(launcher.Launcher, filepath.Join(buildDir, "toolgate-launch"))
+		buildErr = launcher.Build(filepath.Join(buildDir, "toolgate-launch"))
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -151,6 +165,7 @@ func Strict() bool {
 // and fails it when Strict: the scripts install them (scripts/test.sh).
 func NeedPrograms(t testing.TB, names ...string) {
 	t.Helper()
+	Long(t, strings.Join(names, ", "))
 	for _, n := range names {
 		if _, err := exec.LookPath(n); err != nil {
 			if Strict() {
@@ -171,6 +186,7 @@ var (
 // runs (rootfs.CacheDir), and a current image is not rebuilt, so only the
 // first run on a machine pays for mmdebstrap and npm.
 func AgentImage(t testing.TB, name string) string {
+	Long(t, "agent image "+name)
 	t.Helper()
 	NeedDocker(t)
 	NeedPrograms(t, "mmdebstrap", "npm")
@@ -201,6 +217,7 @@ func AgentImage(t testing.TB, name string) string {
 // (once per version) and returns its directory. It skips without npm, and
 // fails when Strict.
 func NPMPackage(t testing.TB, name, version string) string {
+	Long(t, "npm package "+name)
 	t.Helper()
 	NeedPrograms(t, "npm")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

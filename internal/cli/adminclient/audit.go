@@ -3,6 +3,7 @@ package adminclient
 import (
 	"context"
 
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/proto/auditquery"
 )
 
@@ -19,14 +20,8 @@ func (c *Client) AuditFind(ctx context.Context, q auditquery.Query) ([]auditquer
 	return ans.Hits, c.json(ctx, "GET", path, nil, &ans)
 }
 
-// Reindexed is the daemon's account of an audit index rebuilt.
-type Reindexed struct {
-	Entries int   `json:"entries"`
-	Millis  int64 `json:"millis"`
-}
-
 // AuditReindex has the daemon rebuild its audit index from the log.
-func (c *Client) AuditReindex(ctx context.Context) (*Reindexed, error) {
-	var ans Reindexed
+func (c *Client) AuditReindex(ctx context.Context) (*api.Reindexed, error) {
+	var ans api.Reindexed
 	return &ans, c.json(ctx, "POST", "/v1/audit/reindex", nil, &ans)
 }

@@ -17,28 +17,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
-	"github.com/toolgate/toolgate/internal/host/approval"
-	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
-
-// SocketName is the admin socket inside the toolgate home.
-const SocketName = "admin.sock"
-
-// TokenFile holds the admin token the CLI presents (0600).
-const TokenFile = "admin.token"
-
-// MediaRaw is a call's Content-Type when its body is raw input bytes and its
-// arguments are the JSON in ArgsHeader.
-const MediaRaw = "application/octet-stream"
-
-// ArgsHeader carries a raw call's arguments (a JSON object).
-const ArgsHeader = "Toolgate-Args"
-
-// ResultTrailer ends a raw answer (Accept: MediaRaw) with its outcome.
-const ResultTrailer = "Toolgate-Result"
 
 // ErrDaemonDown means nothing answers on the admin socket.
 var ErrDaemonDown = errors.New("the toolgate daemon is not running (start it with `toolgate serve`)")
@@ -62,11 +44,11 @@ func (c *Client) WithSession(session string) *Client {
 
 // Dial returns a client for the daemon of a toolgate home, over its Unix socket.
 func Dial(home string) (*Client, error) {
-	tok, err := os.ReadFile(filepath.Join(home, TokenFile))
+	tok, err := os.ReadFile(filepath.Join(home, api.TokenFile))
 	if err != nil {
 		return nil, fmt.Errorf("reading the admin token: %w (run `toolgate init`)", err)
 	}
-	return &Client{network: "unix", addr: filepath.Join(home, SocketName), host: "toolgate",
+	return &Client{network: "unix", addr: filepath.Join(home, api.SocketName), host: "toolgate",
 		token: strings.TrimSpace(string(tok))}, nil
 }
 
@@ -86,20 +68,20 @@ func DialAddr(addr, tokenFile string) (*Client, error) {
 
 // Call runs a tool for an agent. With stdout/stderr set, output streams as
 // the tool produces it; otherwise the result carries it.
-func (c *Client) Call(ctx context.Context, agent, tool string, args any, stdout, stderr io.Writer) (*gateway.Result, error) {
+func (c *Client) Call(ctx context.Context, agent, tool string, args any, stdout, stderr io.Writer) (*api.Result, error) {
 	accept := "application/json"
 	if stdout != nil {
-		accept = MediaNDJSON
+		accept = api.MediaNDJSON
 	}
 	resp, err := c.call(ctx, agent, tool, args, accept)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.body.Close()
-	if resp.header["content-type"] == MediaNDJSON {
+	if resp.header["content-type"] == api.MediaNDJSON {
 		return ReadFrames(resp.body, stdout, stderr)
 	}
-	var res gateway.Result
+	var res api.Result
 	dec := json.NewDecoder(resp.body)
 	dec.UseNumber() // a byte count or exit code prints as the integer it is, not 1.048576e+06
 	if err := dec.Decode(&res); err != nil {
@@ -128,12 +110,12 @@ func (c *Client) call(ctx context.Context, agent, tool string, args any, accept 
 // CallRaw runs a tool whose input is body, sent as bytes (size of them;
 // -1: unknown) with the arguments in a header: a write's content streams
 // from the caller's file to the sandbox without being held or encoded.
-func (c *Client) CallRaw(ctx context.Context, agent, tool string, args any, body io.Reader, size int64) (*gateway.Result, error) {
+func (c *Client) CallRaw(ctx context.Context, agent, tool string, args any, body io.Reader, size int64) (*api.Result, error) {
 	req, err := c.rawRequest(agent, tool, args, body, size)
 	if err != nil {
 		return nil, err
 	}
-	var res gateway.Result
+	var res api.Result
 	return &res, c.decode(ctx, req, &res, true)
 }
 
@@ -142,13 +124,13 @@ func (c *Client) CallRaw(ctx context.Context, agent, tool string, args any, body
 // output streams back to stdout and stderr as the tool produces it — both
 // at once, so a command that answers its input as it reads it never waits
 // for the end of it.
-func (c *Client) CallStream(ctx context.Context, agent, tool string, args any, stdin io.Reader, stdout, stderr io.Writer) (*gateway.Result, error) {
+func (c *Client) CallStream(ctx context.Context, agent, tool string, args any, stdin io.Reader, stdout, stderr io.Writer) (*api.Result, error) {
 	req, err := c.rawRequest(agent, tool, args, stdin, -1)
 	if err != nil {
 		return nil, err
 	}
 	req.duplex = true
-	if err := req.set("Accept", MediaNDJSON); err != nil {
+	if err := req.set("Accept", api.MediaNDJSON); err != nil {
 		return nil, err
 	}
 	resp, err := c.do(ctx, req)
@@ -160,39 +142,39 @@ func (c *Client) CallStream(ctx context.Context, agent, tool string, args any, s
 }
 
 // rawRequest is a call whose input is body (size bytes; -1: unknown) and
-// whose arguments go in the ArgsHeader.
+// whose arguments go in the api.ArgsHeader.
 func (c *Client) rawRequest(agent, tool string, args any, body io.Reader, size int64) (*request, error) {
 	a, err := json.Marshal(args)
 	if err != nil {
 		return nil, err
 	}
-	req, err := c.request("POST", callPath(agent, tool), MediaRaw, nil)
+	req, err := c.request("POST", callPath(agent, tool), api.MediaRaw, nil)
 	if err != nil {
 		return nil, err
 	}
 	req.body, req.size = body, size
-	return req, req.set(ArgsHeader, string(a))
+	return req, req.set(api.ArgsHeader, string(a))
 }
 
 // CallRawOut runs a tool whose output is bytes (a read with encoding raw)
 // and copies them to w as they come; the outcome follows them.
-func (c *Client) CallRawOut(ctx context.Context, agent, tool string, args any, w io.Writer) (*gateway.Result, error) {
-	resp, err := c.call(ctx, agent, tool, args, MediaRaw)
+func (c *Client) CallRawOut(ctx context.Context, agent, tool string, args any, w io.Writer) (*api.Result, error) {
+	resp, err := c.call(ctx, agent, tool, args, api.MediaRaw)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.body.Close()
-	if ct := resp.header["content-type"]; ct != MediaRaw {
+	if ct := resp.header["content-type"]; ct != api.MediaRaw {
 		return nil, fmt.Errorf("bad response from daemon: %s where bytes were asked for", ct)
 	}
 	if _, err := io.Copy(w, resp.body); err != nil {
 		return nil, err
 	}
 	var outcome struct {
-		Result *gateway.Result `json:"result"`
-		Error  *Error          `json:"error"`
+		Result *api.Result `json:"result"`
+		Error  *api.Error  `json:"error"`
 	}
-	dec := json.NewDecoder(strings.NewReader(resp.trailer[strings.ToLower(ResultTrailer)]))
+	dec := json.NewDecoder(strings.NewReader(resp.trailer[strings.ToLower(api.ResultTrailer)]))
 	dec.UseNumber()
 	switch err := dec.Decode(&outcome); {
 	case err != nil:
@@ -211,61 +193,33 @@ func callPath(agent, tool string) string {
 	return "/v1/agents/" + url.PathEscape(agent) + "/tools/" + url.PathEscape(tool) + "/call"
 }
 
-// AgentStatus is one row of `toolgate agents`.
-type AgentStatus struct {
-	Agent     string    `json:"agent"`
-	Container string    `json:"container"`
-	Image     string    `json:"image"`
-	State     string    `json:"state"`
-	StartedAt time.Time `json:"startedAt,omitzero"`
-	Calls     uint64    `json:"calls"`
-	Denials   uint64    `json:"denials"`
-	Error     string    `json:"error,omitempty"`
-	Waiting   int       `json:"waiting,omitempty"` // calls waiting for their turn in the sandbox
-}
-
 // Agents lists the agents and their sandboxes.
-func (c *Client) Agents(ctx context.Context) ([]AgentStatus, error) {
-	var rows []AgentStatus
+func (c *Client) Agents(ctx context.Context) ([]api.AgentStatus, error) {
+	var rows []api.AgentStatus
 	return rows, c.json(ctx, "GET", "/v1/agents", nil, &rows)
 }
 
-// EvalRequest asks the daemon's policy for a dry-run decision.
-type EvalRequest struct {
-	Agent string          `json:"agent"`
-	Tool  string          `json:"tool"`
-	Args  json.RawMessage `json:"args"`
-}
-
 // Eval asks the daemon's live policy for a dry-run decision.
-func (c *Client) Eval(ctx context.Context, req EvalRequest) (json.RawMessage, error) {
+func (c *Client) Eval(ctx context.Context, req api.EvalRequest) (json.RawMessage, error) {
 	body, _ := json.Marshal(req)
 	var out json.RawMessage
 	return out, c.json(ctx, "POST", "/v1/policy/eval", body, &out)
 }
 
-// ApprovalAnswer is a person's answer to a call waiting for approval.
-type ApprovalAnswer struct {
-	Approve  bool   `json:"approve"`
-	Reason   string `json:"reason,omitempty"`
-	For      string `json:"for,omitempty"` // a duration: the approval stands this long
-	SameArgs bool   `json:"same_args,omitempty"`
-}
-
 // Approvals lists the calls waiting for a person.
-func (c *Client) Approvals(ctx context.Context) ([]approval.Pending, error) {
-	var out []approval.Pending
+func (c *Client) Approvals(ctx context.Context) ([]api.Pending, error) {
+	var out []api.Pending
 	return out, c.json(ctx, "GET", "/v1/approvals", nil, &out)
 }
 
 // Approval returns one waiting call, all of it (a list shortens inputs).
-func (c *Client) Approval(ctx context.Context, id string) (approval.Pending, error) {
-	var out approval.Pending
+func (c *Client) Approval(ctx context.Context, id string) (api.Pending, error) {
+	var out api.Pending
 	return out, c.json(ctx, "GET", "/v1/approvals/"+url.PathEscape(id), nil, &out)
 }
 
 // Answer approves or denies a waiting call.
-func (c *Client) Answer(ctx context.Context, id string, a ApprovalAnswer) error {
+func (c *Client) Answer(ctx context.Context, id string, a api.ApprovalAnswer) error {
 	body, err := json.Marshal(a)
 	if err != nil {
 		return err
@@ -274,18 +228,15 @@ func (c *Client) Answer(ctx context.Context, id string, a ApprovalAnswer) error 
 	return c.json(ctx, "POST", "/v1/approvals/"+url.PathEscape(id), body, &ok)
 }
 
-// Observed is the daemon's count of a transcript's observations.
-type Observed struct{ Recorded, Duplicates int }
-
 // Observe streams a stream-json transcript (NDJSON) to be recorded as the
 // agent's observed entries (toolgate ingest).
-func (c *Client) Observe(ctx context.Context, agent string, transcript io.Reader) (*Observed, error) {
-	req, err := c.request("POST", "/v1/agents/"+url.PathEscape(agent)+"/observations", MediaNDJSON, nil)
+func (c *Client) Observe(ctx context.Context, agent string, transcript io.Reader) (*api.Observed, error) {
+	req, err := c.request("POST", "/v1/agents/"+url.PathEscape(agent)+"/observations", api.MediaNDJSON, nil)
 	if err != nil {
 		return nil, err
 	}
 	req.body, req.size = transcript, -1
-	var ans Observed
+	var ans api.Observed
 	return &ans, c.decode(ctx, req, &ans, false)
 }
 
@@ -301,7 +252,7 @@ func (c *Client) Session(ctx context.Context, agent string, start any, fn func(j
 	if err != nil {
 		return err
 	}
-	if err := req.set("Accept", MediaNDJSON); err != nil {
+	if err := req.set("Accept", api.MediaNDJSON); err != nil {
 		return err
 	}
 	resp, err := c.do(ctx, req)
@@ -390,7 +341,7 @@ func (c *Client) do(ctx context.Context, req *request) (*response, error) {
 
 func readError(resp *response) error {
 	var body struct {
-		Error *Error `json:"error"`
+		Error *api.Error `json:"error"`
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.body, 1<<20))
 	if json.Unmarshal(b, &body) == nil && body.Error != nil {

@@ -6,19 +6,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/iotest"
-
-	"github.com/toolgate/toolgate/internal/host/gateway"
 )
 
 // TestCallEscapesNames: the agent and tool names reach the server exactly,
 // whatever characters they hold.
 func TestCallEscapesNames(t *testing.T) {
+	t.Parallel()
 	var gotAgent, gotTool string
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
@@ -49,13 +49,14 @@ func TestCallEscapesNames(t *testing.T) {
 // TestCallKeepsIntegers: a byte count in a result prints as the integer it
 // is (it printed 1.048576e+06 when decoded as a float), streamed or not.
 func TestCallKeepsIntegers(t *testing.T) {
+	t.Parallel()
 	const big = 1<<53 + 1 // not exact as a float64 either
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
-		res := &gateway.Result{Output: map[string]any{"bytes": 1 << 20, "big": big}}
-		if r.Header.Get("Accept") == MediaNDJSON {
-			w.Header().Set("Content-Type", MediaNDJSON)
-			_ = json.NewEncoder(w).Encode(Frame{Result: res})
+		res := &api.Result{Output: map[string]any{"bytes": 1 << 20, "big": big}}
+		if r.Header.Get("Accept") == api.MediaNDJSON {
+			w.Header().Set("Content-Type", api.MediaNDJSON)
+			_ = json.NewEncoder(w).Encode(api.Frame{Result: res})
 			return
 		}
 		writeJSON(w, res)
@@ -101,6 +102,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 // frame is reported as the break (its cause kept for errors.Is), not as a
 // malformed frame — the scanner hands over the part of the line it had.
 func TestReadFramesBrokenMidLine(t *testing.T) {
+	t.Parallel()
 	cut := errors.New("connection cut")
 	for _, tt := range []struct {
 		name   string

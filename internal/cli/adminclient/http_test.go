@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/testenv/probe"
 )
 
@@ -48,6 +48,7 @@ func rawServer(t *testing.T, answer string) *Client {
 // result; a malformed or cut answer is an error, never a hang or a wrong
 // result.
 func TestAnswers(t *testing.T) {
+	t.Parallel()
 	const result = `{"exitCode":0,"output":{"n":1}}`
 	head := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 	for _, tc := range []struct {
@@ -94,6 +95,7 @@ func TestAnswers(t *testing.T) {
 // TestHeadBounded: an endless header is refused at 1 MiB, not read into
 // memory until the server stops.
 func TestHeadBounded(t *testing.T) {
+	t.Parallel()
 	long := "HTTP/1.1 200 OK\r\nX: " + strings.Repeat("a", maxHead) + "\r\n\r\n"
 	_, err := rawServer(t, long).Call(context.Background(), "demo", "exec", map[string]any{}, nil, nil)
 	if !errors.Is(err, errHeadTooLong) {
@@ -103,6 +105,7 @@ func TestHeadBounded(t *testing.T) {
 
 // TestDaemonDown: nothing listening on the socket is ErrDaemonDown.
 func TestDaemonDown(t *testing.T) {
+	t.Parallel()
 	c := &Client{network: "unix", addr: filepath.Join(t.TempDir(), "admin.sock"), host: "toolgate", token: "t"}
 	if _, err := c.Call(context.Background(), "demo", "exec", map[string]any{}, nil, nil); !errors.Is(err, ErrDaemonDown) {
 		t.Fatalf("got %v, want ErrDaemonDown", err)
@@ -112,6 +115,7 @@ func TestDaemonDown(t *testing.T) {
 // TestHeaderInjection: a value that would end its header line is refused,
 // not sent as two headers.
 func TestHeaderInjection(t *testing.T) {
+	t.Parallel()
 	c := rawServer(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
 	_, err := c.WithSession("s\r\nAuthorization: Bearer other").Call(context.Background(), "demo", "exec", map[string]any{}, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "control character") {
@@ -123,11 +127,20 @@ func TestHeaderInjection(t *testing.T) {
 // chunked when unknown; a body shorter or longer than its stated size fails
 // the call instead of sending something else.
 func TestRawBodies(t *testing.T) {
-	var got []byte
+	t.Parallel()
+	// A refused body's handler may still be reading when the next call
+	// comes: got is each handler's, under mu.
+	var (
+		mu  sync.Mutex
+		got []byte
+	)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
-		got, _ = io.ReadAll(r.Body)
-		writeJSON(w, &gateway.Result{Output: map[string]any{"args": r.Header.Get(ArgsHeader)}})
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = b
+		mu.Unlock()
+		writeJSON(w, &api.Result{Output: map[string]any{"args": r.Header.Get(api.ArgsHeader)}})
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
@@ -148,7 +161,9 @@ func TestRawBodies(t *testing.T) {
 		{"big and short", big[1:], int64(len(big)), "bytes of"},
 		{"big and long", big, int64(len(big) - 1), "longer than"},
 	} {
+		mu.Lock()
 		got = nil
+		mu.Unlock()
 		_, err := c.CallRaw(context.Background(), "demo", "write", map[string]any{"path": "f"}, bytes.NewReader(tc.body), tc.size)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
@@ -160,25 +175,28 @@ func TestRawBodies(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
+		mu.Lock()
 		if !bytes.Equal(got, tc.body) {
 			t.Errorf("%s: server got %d bytes, want %d", tc.name, len(got), len(tc.body))
 		}
+		mu.Unlock()
 	}
 }
 
 // TestEarlyRefusal: a server that answers before reading a big body (too
 // large, denied) is heard, not hidden behind the broken write.
 func TestEarlyRefusal(t *testing.T) {
+	t.Parallel()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusRequestEntityTooLarge)
-		writeJSON(w, map[string]*Error{"error": {Code: "too_large", Message: "over the limit"}})
+		writeJSON(w, map[string]*api.Error{"error": {Code: "too_large", Message: "over the limit"}})
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	big := bytes.NewReader(make([]byte, 64<<20))
 	_, err := tcpClient(srv).CallRaw(context.Background(), "demo", "write", map[string]any{}, big, big.Size())
-	var we *Error
+	var we *api.Error
 	if !errors.As(err, &we) || we.Code != "too_large" {
 		t.Fatalf("got %v, want the server's too_large", err)
 	}
@@ -187,11 +205,12 @@ func TestEarlyRefusal(t *testing.T) {
 // TestCancelStream: cancelling the context ends a call whose answer is
 // still streaming, with the context's error.
 func TestCancelStream(t *testing.T) {
+	t.Parallel()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body) // then the server watches the connection for its end
-		w.Header().Set("Content-Type", MediaNDJSON)
-		writeJSON(w, &Frame{Stdout: []byte("started\n")})
+		w.Header().Set("Content-Type", api.MediaNDJSON)
+		writeJSON(w, &api.Frame{Stdout: []byte("started\n")})
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	})
@@ -229,13 +248,14 @@ func (s *signalWriter) Write(p []byte) (int, error) {
 // TestRawOutTrailer: a raw read's bytes and its outcome in the trailer,
 // from the real server's chunked answer.
 func TestRawOutTrailer(t *testing.T) {
+	t.Parallel()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/{tool}/call", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", MediaRaw)
-		w.Header().Set("Trailer", ResultTrailer)
+		w.Header().Set("Content-Type", api.MediaRaw)
+		w.Header().Set("Trailer", api.ResultTrailer)
 		_, _ = w.Write([]byte("file bytes"))
 		w.(http.Flusher).Flush()
-		w.Header().Set(ResultTrailer, `{"result":{"output":{"bytes":10}}}`)
+		w.Header().Set(api.ResultTrailer, `{"result":{"output":{"bytes":10}}}`)
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
@@ -252,18 +272,19 @@ func TestRawOutTrailer(t *testing.T) {
 // TestDialReadsToken: Dial takes the token from the home and reaches its
 // socket.
 func TestDialReadsToken(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
-	if err := os.WriteFile(filepath.Join(home, TokenFile), []byte("tok\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, api.TokenFile), []byte("tok\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("unix", filepath.Join(home, SocketName))
+	l, err := net.Listen("unix", filepath.Join(home, api.SocketName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var auth string
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		auth = r.Header.Get("Authorization")
-		writeJSON(w, []AgentStatus{{Agent: "demo"}})
+		writeJSON(w, []api.AgentStatus{{Agent: "demo"}})
 	})}
 	go srv.Serve(l)
 	defer srv.Close()
@@ -322,6 +343,7 @@ func unixServer(t *testing.T, mux http.Handler) *Client {
 // (uncut) longer is an error, as a copied body's is; a server that refuses
 // before reading it is heard.
 func TestFileBodies(t *testing.T) {
+	t.Parallel()
 	content := make([]byte, 9<<20+77) // many socket buffers: the sender waits for the reader
 	for i := range content {
 		content[i] = byte(i * 7)
@@ -340,11 +362,11 @@ func TestFileBodies(t *testing.T) {
 		mu.Lock()
 		got[r.PathValue("agent")] = b
 		mu.Unlock()
-		writeJSON(w, &gateway.Result{})
+		writeJSON(w, &api.Result{})
 	})
 	mux.HandleFunc("POST /v1/agents/{agent}/tools/refuse/call", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusRequestEntityTooLarge)
-		writeJSON(w, map[string]*Error{"error": {Code: "too_large", Message: "over the limit"}})
+		writeJSON(w, map[string]*api.Error{"error": {Code: "too_large", Message: "over the limit"}})
 	})
 	tcp := httptest.NewServer(mux)
 	defer tcp.Close()
@@ -401,7 +423,7 @@ func TestFileBodies(t *testing.T) {
 		}
 		_, err = c.CallRaw(context.Background(), "demo", "refuse", map[string]any{}, io.LimitReader(f, 64<<20), 64<<20)
 		f.Close()
-		var we *Error
+		var we *api.Error
 		if !errors.As(err, &we) || we.Code != "too_large" {
 			t.Errorf("%s: a refusal before the file was read: got %v, want the server's too_large", name, err)
 		}
@@ -428,19 +450,20 @@ func (f *failingSource) Read(p []byte) (int, error) {
 // all of the echo. A source that fails ends the call with its error; a
 // refusal before the body is read is the daemon's error.
 func TestCallStream(t *testing.T) {
+	t.Parallel()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents/demo/tools/exec/call", func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Content-Type") != MediaRaw || r.Header.Get("Accept") != MediaNDJSON || r.Header.Get(ArgsHeader) != `{"argv":["cat"]}` {
+		if r.Header.Get("Content-Type") != api.MediaRaw || r.Header.Get("Accept") != api.MediaNDJSON || r.Header.Get(api.ArgsHeader) != `{"argv":["cat"]}` {
 			t.Errorf("request headers %v", r.Header)
 		}
 		_ = http.NewResponseController(w).EnableFullDuplex()
-		w.Header().Set("Content-Type", MediaNDJSON)
+		w.Header().Set("Content-Type", api.MediaNDJSON)
 		enc := json.NewEncoder(w)
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := r.Body.Read(buf)
 			if n > 0 {
-				_ = enc.Encode(Frame{Stdout: buf[:n]})
+				_ = enc.Encode(api.Frame{Stdout: buf[:n]})
 				w.(http.Flusher).Flush()
 			}
 			if err != nil {
@@ -448,11 +471,11 @@ func TestCallStream(t *testing.T) {
 			}
 		}
 		zero := 0
-		_ = enc.Encode(Frame{Result: &gateway.Result{ExitCode: &zero}})
+		_ = enc.Encode(api.Frame{Result: &api.Result{ExitCode: &zero}})
 	})
 	mux.HandleFunc("POST /v1/agents/refused/tools/exec/call", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusForbidden)
-		writeJSON(w, map[string]*Error{"error": {Code: "denied", Message: "no stdin for you"}})
+		writeJSON(w, map[string]*api.Error{"error": {Code: "denied", Message: "no stdin for you"}})
 	})
 	c := unixServer(t, mux)
 	// A guard, not a measure: a client that wrote the whole body before
@@ -478,7 +501,7 @@ func TestCallStream(t *testing.T) {
 	}
 
 	_, err = c.CallStream(ctx, "refused", "exec", args, bytes.NewReader(in), io.Discard, io.Discard)
-	var e *Error
+	var e *api.Error
 	if !errors.As(err, &e) || e.Code != "denied" {
 		t.Fatalf("refusal: got %v", err)
 	}

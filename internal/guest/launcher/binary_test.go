@@ -7,22 +7,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/cli"
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/guest/launcher"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/cclient"
+	"github.com/toolgate/toolgate/internal/proto/cclient/cclienttest"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -35,15 +32,13 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, dir := range []string{buildDir, frontDir} {
-		if dir != "" {
-			os.RemoveAll(dir)
-		}
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
 	}
 	os.Exit(code)
 }
 
-// binary is the launcher built from c/launch.c, once per test process.
+// binary is the launcher built from launch.c, once per test process.
 func binary(t testing.TB) string {
 	t.Helper()
 	testenv.NeedPrograms(t, "musl-gcc")
@@ -52,7 +47,7 @@ func binary(t testing.TB) string {
 			return
 		}
 		built = filepath.Join(buildDir, "toolgate-launch")
-		buildErr = launcher.Build(launcher.Launcher, built)
+		buildErr = launcher.Build(built)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -107,35 +102,7 @@ var answers = []struct {
 func serveOnce(t *testing.T, answer string) (string, <-chan string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "gw.sock")
-	return sock, serveOnceAt(t, sock, answer)
-}
-
-// serveOnceAt is serveOnce on the socket sock.
-func serveOnceAt(t *testing.T, sock, answer string) <-chan string {
-	t.Helper()
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	got := make(chan string, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- err.Error()
-			return
-		}
-		defer c.Close()
-		var req bytes.Buffer
-		r, err := http.ReadRequest(bufio.NewReader(io.TeeReader(c, &req)))
-		if err == nil {
-			_, _ = io.Copy(io.Discard, r.Body)
-		}
-		got <- req.String()
-		_, _ = io.WriteString(c, answer)
-		_ = c.(*net.UnixConn).CloseWrite()
-	}()
-	return got
+	return sock, cclienttest.ServeOnce(t, sock, answer)
 }
 
 // Whatever the gateway answers, the launcher ends with the exit code and
@@ -227,34 +194,21 @@ func TestRequest(t *testing.T) {
 	})
 }
 
-// The names and numbers the C programs define are internal/proto's (the
-// launcher's), internal/cli's and internal/cli/adminclient's (the front's).
+// The names and numbers the launcher defines are internal/proto's.
 func TestConstantsAreProto(t *testing.T) {
-	var src []byte
-	for _, f := range []string{"client.c", "launch.c", "front.c"} {
-		b, err := os.ReadFile(filepath.Join(launcher.Source(), f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		src = append(src, b...)
-	}
+	src := cSources(t, filepath.Join(cclient.Dir(), "client.c"), launcher.Source())
 	def := func(name string) string {
-		m := regexp.MustCompile(`(?m)^#define ` + name + ` (.+?)\s*(/\*.*)?$`).FindSubmatch(src)
-		if m == nil {
+		v, ok := cclient.Define(src, name)
+		if !ok {
 			t.Fatalf("the C sources define no %s", name)
 		}
-		s := string(m[1])
-		if u, err := strconv.Unquote(s); err == nil {
-			return u
-		}
-		return s
+		return v
 	}
 	enum := func(name string) int {
-		m := regexp.MustCompile(`\b` + name + ` = (\d+),`).FindSubmatch(src)
-		if m == nil {
+		n, ok := cclient.Enum(src, name)
+		if !ok {
 			t.Fatalf("the C sources have no %s", name)
 		}
-		n, _ := strconv.Atoi(string(m[1]))
 		return n
 	}
 	for _, c := range []struct{ got, want any }{
@@ -269,17 +223,23 @@ func TestConstantsAreProto(t *testing.T) {
 		{enum("EXIT_PROTOCOL"), proto.LaunchExitProtocol},
 		{enum("EXIT_DENIED"), proto.LaunchExitDenied},
 		{enum("EXIT_NOTFOUND"), proto.LaunchExitNotFound},
-		{def("CLI_BINARY"), launcher.CLIBinary},
-		{def("EXIT_ERROR"), cli.ExitError},
-		{def("EXIT_REFUSED"), cli.ExitDenied},
-		{def("ADMIN_SOCKET"), adminclient.SocketName},
-		{def("ADMIN_TOKEN"), adminclient.TokenFile},
-		{def("MEDIA_NDJSON"), adminclient.MediaNDJSON},
 	} {
 		if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
 			t.Errorf("the C sources have %v, Go %v", c.got, c.want)
 		}
 	}
+}
+
+func cSources(t *testing.T, files ...string) []byte {
+	var src []byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
+	}
+	return src
 }
 
 // The launcher is static (no loader, no libraries: it runs in any sandbox
@@ -301,7 +261,7 @@ func TestStatic(t *testing.T) {
 	}
 }
 
-// TestFuzzResponse builds c/fuzz_response.c with libFuzzer and the address
+// TestFuzzResponse builds fuzz_response.c with libFuzzer and the address
 // and undefined-behaviour sanitizers and runs it for a bounded time
 // (TOOLGATE_FUZZ_TIME seconds, default 10) from the answers above. A crash,
 // leak, hang or undefined behaviour fails the test with the input saved.
@@ -317,7 +277,7 @@ func TestFuzzResponse(t *testing.T) {
 	dir := t.TempDir()
 	fuzzer := filepath.Join(dir, "fuzz_response")
 	cmd := exec.Command(clang, "-g", "-O1", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=undefined",
-		"-Wall", "-Wextra", "-Wno-unused-function", "-Werror", "-o", fuzzer, filepath.Join(launcher.Source(), "fuzz_response.c"))
+		"-Wall", "-Wextra", "-Wno-unused-function", "-Werror", "-I", cclient.Dir(), "-o", fuzzer, filepath.Join(filepath.Dir(launcher.Source()), "fuzz_response.c"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the fuzzer: %v\n%s", err, out)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/door/agentsock/sockettest"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/cclient/cclienttest"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -27,21 +28,6 @@ func launch(t *testing.T, env *sockettest.Env, name string, args ...string) *exe
 	cmd.Env = append(os.Environ(), "TOOLGATE_SOCKET="+env.SocketPath("a"), "TOOLGATE_CALL_ID=exec-1")
 	cmd.Dir = env.GW.Snapshot().Agents["a"].Workspace
 	return cmd
-}
-
-// runCmd runs cmd (the launcher or the front) and returns its exit status,
-// stdout and stderr; an exit status is no failure, a program that did not
-// run is.
-func runCmd(t *testing.T, cmd *exec.Cmd) (int, string, string) {
-	t.Helper()
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatal(err)
-	}
-	return cmd.ProcessState.ExitCode(), o.String(), e.String()
 }
 
 func TestLaunch(t *testing.T) {
@@ -87,7 +73,7 @@ func TestLaunch(t *testing.T) {
 			if tt.stdin != "" {
 				cmd.Stdin = strings.NewReader(tt.stdin)
 			}
-			code, out, errOut := runCmd(t, cmd)
+			code, out, errOut := cclienttest.Run(t, cmd)
 			if code != tt.code || out != tt.stdout || !strings.Contains(errOut, tt.stderr) {
 				t.Fatalf("got %d %.80q %q, want %d %.80q ~%q", code, out, errOut, tt.code, tt.stdout, tt.stderr)
 			}
@@ -129,7 +115,7 @@ func TestLaunch(t *testing.T) {
 		}
 	})
 	t.Run("gateway down", func(t *testing.T) {
-		code, _, errOut := runCmd(t, launch(t, env, "echo"))
+		code, _, errOut := cclienttest.Run(t, launch(t, env, "echo"))
 		want := "toolgate: echo: gateway unavailable at " + env.SocketPath("a") + ": connect: no such file or directory\n"
 		if code != proto.LaunchExitUnavailable || errOut != want {
 			t.Fatalf("exit %d: %q, want %q", code, errOut, want)
@@ -141,7 +127,7 @@ func TestLaunchDenied(t *testing.T) {
 	env := sockettest.New(t, sockettest.Allowlist{"a": {}})
 	env.UseHostWorkspaces(t)
 	env.Serve(t, "a")
-	code, _, errOut := runCmd(t, launch(t, env, "echo", "x"))
+	code, _, errOut := cclienttest.Run(t, launch(t, env, "echo", "x"))
 	if code != proto.LaunchExitDenied || !strings.Contains(errOut, "toolgate: echo: denied (tools.allowlist; audit id ") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -154,7 +140,7 @@ func TestLaunchCwdOutside(t *testing.T) {
 	env.Serve(t, "a")
 	cmd := launch(t, env, "echo", "x")
 	cmd.Dir = t.TempDir()
-	code, _, errOut := runCmd(t, cmd)
+	code, _, errOut := cclienttest.Run(t, cmd)
 	if code != proto.LaunchExitUsage || !strings.Contains(errOut, "outside the workspace") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -257,7 +243,7 @@ func TestStdinStart(t *testing.T) {
 					cmd.Stdin = f
 				}
 			}
-			code, out, errOut := runCmd(t, cmd)
+			code, out, errOut := cclienttest.Run(t, cmd)
 			if code != 0 || out != tt.want {
 				t.Fatalf("exit %d, %q (%s); want %q", code, out, errOut, tt.want)
 			}
@@ -328,7 +314,7 @@ func TestClientRunsTheLauncher(t *testing.T) {
 			cmd.Args[0] = tc.argv[0]
 			cmd.Env = append(os.Environ(), "TOOLGATE_SOCKET="+env.SocketPath("a"))
 			cmd.Dir = env.GW.Snapshot().Agents["a"].Workspace
-			code, out, errOut := runCmd(t, cmd)
+			code, out, errOut := cclienttest.Run(t, cmd)
 			if code != tc.code || out != tc.stdout || errOut != tc.stderr {
 				t.Fatalf("got %d %q %q, want %d %q %q", code, out, errOut, tc.code, tc.stdout, tc.stderr)
 			}

@@ -13,15 +13,15 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/host/agentloop"
+	"github.com/toolgate/toolgate/internal/host/assemble"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/config"
-	"github.com/toolgate/toolgate/internal/host/daemon"
 	"github.com/toolgate/toolgate/internal/host/door/modeldoor"
 	"github.com/toolgate/toolgate/internal/host/door/modeldoor/scripted"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/model"
-	"github.com/toolgate/toolgate/internal/host/sandbox"
 	"github.com/toolgate/toolgate/internal/host/sandbox/docker"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -71,7 +71,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := daemon.Build(cfg, nil)
+	b, err := assemble.Build(cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ agents:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	if _, err := m.BuildDefaultImage(ctx, sandbox.DefaultImage, false); err != nil {
+	if _, err := m.BuildDefaultImage(ctx, proto.DefaultImage, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.SetSpecs(b.Specs(clientBin)); err != nil {

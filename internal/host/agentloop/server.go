@@ -17,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/model"
 	"github.com/toolgate/toolgate/internal/host/wire"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // StartRequest is the body of POST /v1/agents/AGENT/sessions: a new session with a
@@ -111,7 +112,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxStart))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Message: "the request is not a session start: " + err.Error()})
+		wire.WriteError(w, http.StatusBadRequest, &api.Error{Code: "bad_request", Message: "the request is not a session start: " + err.Error()})
 		return
 	}
 	sess, choice, err := s.open(agent, &req)
@@ -120,11 +121,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, ErrNoSession) {
 			status = http.StatusNotFound
 		}
-		wire.WriteError(w, status, &wire.Error{Code: "bad_request", Message: err.Error()})
+		wire.WriteError(w, status, &api.Error{Code: "bad_request", Message: err.Error()})
 		return
 	}
 	visible := mcp.VisibleFromConfig(s.Config)(agent)
-	w.Header().Set("Content-Type", wire.MediaNDJSON)
+	w.Header().Set("Content-Type", api.MediaNDJSON)
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	var mu sync.Mutex // the loop emits from one goroutine; keep writes whole regardless

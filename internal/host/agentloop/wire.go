@@ -184,10 +184,13 @@ func readTurn(api model.API, contentType string, body io.Reader, onText func(str
 	}
 	st := model.NewStream(ep)
 	acc := newAccumulator(api, onText)
-	if err := sse.Read(io.TeeReader(body, st), maxEventLine, acc.event); err != nil {
+	// One parse of the stream: each event goes to the facts and the text.
+	if err := sse.Read(body, maxEventLine, func(event string, data []byte) {
+		st.Event(event, data)
+		acc.event(event, data)
+	}); err != nil {
 		return Turn{}, fmt.Errorf("reading the answer's stream: %w", err)
 	}
-	st.Close()
 	t := acc.turn()
 	t.Outcome = st.Outcome()
 	if t.Outcome.Error != "" {

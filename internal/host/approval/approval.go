@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // DefaultTimeout is how long a call waits for a person when the agent does
@@ -45,40 +46,17 @@ var ErrNotFound = errors.New("no call waits for approval under that id")
 // all of it.
 const ListInput = 4 << 10
 
-// Pending is a call waiting for a person, with the facts policy saw. Every
-// value is whole, secrets redacted; only List shortens the input.
-type Pending struct {
-	ID     string       `json:"id"`
-	Agent  string       `json:"agent"`
-	Kind   gateway.Kind `json:"kind"`
-	Tool   string       `json:"tool"`
-	Rule   string       `json:"rule"`
-	Reason string       `json:"reason"`
-	// Digest is what an approval binds (Digest): with --same-args a
-	// standing approval allows only calls of this digest.
-	Digest   string    `json:"digest"`
-	Args     string    `json:"args"` // the arguments as sent, secrets redacted
-	Input    *Input    `json:"input,omitempty"`
-	Command  string    `json:"command,omitempty"`
-	Argv     []string  `json:"argv,omitempty"`
-	Path     string    `json:"path,omitempty"`
-	Host     string    `json:"host,omitempty"`
-	Port     int       `json:"port,omitempty"`
-	Session  string    `json:"session,omitempty"`
-	Asked    time.Time `json:"asked"`
-	Deadline time.Time `json:"deadline"`
+// Pending is a call waiting for a person as they are shown it (the admin
+// API's shape); Input its standard input.
+type (
+	Pending = api.Pending
+	Input   = api.PendingInput
+)
 
+// waiting is a Pending call with the channel its answer comes on.
+type waiting struct {
+	Pending
 	answer chan Answer
-}
-
-// Input is a waiting call's standard input as a person is shown it.
-type Input struct {
-	Bytes  int    `json:"bytes"`  // the whole input's size, as the tool gets it
-	SHA256 string `json:"sha256"` // of the whole input, as the tool gets it
-	Data   []byte `json:"data"`   // the input, secrets redacted (base64 in JSON: it may be any bytes)
-	// Cut is how many bytes of Data a list left out (ListInput); Get
-	// shows them.
-	Cut int `json:"cut,omitempty"`
 }
 
 // Redactor hides secret values in what a person is shown of a call. The
@@ -102,7 +80,7 @@ type Answer struct {
 type Store struct {
 	redact   Redactor
 	mu       sync.Mutex
-	pending  map[string]*Pending
+	pending  map[string]*waiting
 	standing []standing
 	closed   bool
 	now      func() time.Time
@@ -120,7 +98,7 @@ func New(r Redactor) *Store {
 	if r == nil {
 		r = asIs{}
 	}
-	return &Store{redact: r, pending: map[string]*Pending{}, now: time.Now}
+	return &Store{redact: r, pending: map[string]*waiting{}, now: time.Now}
 }
 
 type asIs struct{}
@@ -150,8 +128,8 @@ func (s *Store) Await(ctx context.Context, call *gateway.Call, dec gateway.Decis
 			Reason: fmt.Sprintf("approved by %s at %s for %s until %s", st.by, st.granted.UTC().Format(time.RFC3339), what, st.until.UTC().Format(time.RFC3339))}
 	}
 	// Made ready to show outside the lock: redacting a large input takes a while.
-	p := s.shown(call, dec, digest)
-	p.Asked, p.Deadline, p.answer = start, start.Add(timeout), make(chan Answer, 1)
+	p := &waiting{Pending: s.shown(call, dec, digest), answer: make(chan Answer, 1)}
+	p.Asked, p.Deadline = start, start.Add(timeout)
 	// Time out a moment before the caller's own deadline, so the denial is
 	// recorded and answered while the caller still listens.
 	if dl, ok := ctx.Deadline(); ok && dl.Add(-callerMargin).Before(p.Deadline) {
@@ -211,9 +189,9 @@ func (s *Store) Await(ctx context.Context, call *gateway.Call, dec gateway.Decis
 }
 
 // shown is a call as a person is shown it: every fact, secrets redacted.
-func (s *Store) shown(call *gateway.Call, dec gateway.Decision, digest string) *Pending {
+func (s *Store) shown(call *gateway.Call, dec gateway.Decision, digest string) Pending {
 	r := s.redact
-	p := &Pending{ID: call.ID, Agent: call.Agent, Kind: call.Kind, Tool: call.Tool, Rule: dec.Rule, Reason: dec.Reason,
+	p := Pending{ID: call.ID, Agent: call.Agent, Kind: call.Kind, Tool: call.Tool, Rule: dec.Rule, Reason: dec.Reason,
 		Digest: digest, Args: string(r.Redact(call.Args)), Command: r.RedactText(call.Command), Path: r.RedactText(call.Path),
 		Host: r.RedactText(call.Host), Port: call.Port, Session: call.Session}
 	for _, a := range call.Argv {
@@ -243,7 +221,7 @@ func (s *Store) List() []Pending {
 	defer s.mu.Unlock()
 	out := make([]Pending, 0, len(s.pending))
 	for _, p := range s.pending {
-		c := *p
+		c := p.Pending
 		if in := p.Input; in != nil && len(in.Data) > ListInput {
 			c.Input = &Input{Bytes: in.Bytes, SHA256: in.SHA256, Data: in.Data[:ListInput], Cut: len(in.Data) - ListInput}
 		}
@@ -261,7 +239,7 @@ func (s *Store) Get(id string) (Pending, error) {
 	if !ok {
 		return Pending{}, ErrNotFound
 	}
-	return *p, nil
+	return p.Pending, nil
 }
 
 // Answer delivers a person's answer to the call waiting under id. A

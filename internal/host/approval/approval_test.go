@@ -36,6 +36,7 @@ func await(t *testing.T, s *Store, ctx context.Context, c *gateway.Call, timeout
 }
 
 func TestAnswers(t *testing.T) {
+	t.Parallel()
 	s := New(nil)
 	ctx := context.Background()
 
@@ -79,6 +80,7 @@ func TestAnswers(t *testing.T) {
 // TestStanding: --for keeps an approval for the rule; --same-args only for
 // identical arguments (spelled in any key order); never for another agent.
 func TestStanding(t *testing.T) {
+	t.Parallel()
 	s := New(nil)
 	ctx := context.Background()
 	ch := await(t, s, ctx, askCall("1", `{"command":"touch x","cwd":"a"}`), time.Minute)
@@ -103,6 +105,7 @@ func TestStanding(t *testing.T) {
 }
 
 func TestCloseDeniesWaiting(t *testing.T) {
+	t.Parallel()
 	s := New(nil)
 	ch := await(t, s, context.Background(), askCall("1", `{}`), time.Minute)
 	s.Close()
@@ -115,6 +118,7 @@ func TestCloseDeniesWaiting(t *testing.T) {
 }
 
 func TestMaxPending(t *testing.T) {
+	t.Parallel()
 	s := New(nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -129,6 +133,7 @@ func TestMaxPending(t *testing.T) {
 // TestSameArgsBindsEveryByte: a standing approval for the same arguments
 // is for the same input too, and for no other number, kind or tool.
 func TestSameArgsBindsEveryByte(t *testing.T) {
+	t.Parallel()
 	s := New(nil)
 	ctx := context.Background()
 	apply := func(id, args, input string) *gateway.Call {
@@ -169,6 +174,7 @@ func (r redactor) RedactText(s string) string { return strings.ReplaceAll(s, r.s
 // with its secrets redacted; a list shortens only the input, and says by
 // how much; Get shows all of it.
 func TestShownWholeAndRedacted(t *testing.T) {
+	t.Parallel()
 	const secret = "tok-4711-secret"
 	s := New(redactor{secret})
 	long := "echo " + strings.Repeat("a", 200) + " " + secret + " && rm -rf ~"

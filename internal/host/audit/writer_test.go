@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/testenv/wait"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -324,9 +325,7 @@ func TestEnqueuedHeldIsWritten(t *testing.T) {
 		w := open(t, t.TempDir(), Options{AsyncHold: time.Millisecond})
 		defer w.Close()
 		w.Enqueue(result("r1"))
-		for w.Stats().Entries != 1 { // bounded by the test's timeout
-			time.Sleep(time.Millisecond)
-		}
+		wait.For(t, "the held entry written", func() bool { return w.Stats().Entries == 1 })
 	})
 	t.Run("flush", func(t *testing.T) {
 		dir := t.TempDir()
@@ -410,15 +409,11 @@ func TestQueuedCallsCommitTogether(t *testing.T) {
 	for i := 1; i <= 10; i++ {
 		go func() { errs <- w.Append(entry(i)) }()
 		if i%3 == 0 {
-			for queued(w) != i+i/3-1 {
-				time.Sleep(time.Millisecond)
-			}
+			wait.For(t, "the appends queued", func() bool { return queued(w) == i+i/3-1 })
 			w.Enqueue(result(fmt.Sprint("r", i)))
 		}
 	}
-	for queued(w) != 13 {
-		time.Sleep(time.Millisecond)
-	}
+	wait.For(t, "13 entries queued", func() bool { return queued(w) == 13 })
 	w.qmu.Lock()
 	var want []string
 	for _, r := range w.queue {
@@ -461,9 +456,7 @@ func TestEnqueuedDuringCommitIsHeld(t *testing.T) {
 	if st := w.Stats(); st.Entries != 1 {
 		t.Fatalf("%+v: the enqueued entry went with the batch before it", st)
 	}
-	for w.Stats().Entries != 2 { // bounded by the test's timeout
-		time.Sleep(time.Millisecond)
-	}
+	wait.For(t, "the enqueued entry written", func() bool { return w.Stats().Entries == 2 })
 }
 
 // Close waits for a commit under way, then writes what is still queued.
@@ -476,15 +469,11 @@ func TestCloseWaitsForCommitter(t *testing.T) {
 	<-entered
 	w.Enqueue(result("r1"))
 	go func() { errs <- w.Close() }()
-	for {
+	wait.For(t, "the writer closing", func() bool {
 		w.qmu.Lock()
-		closed := w.closed
-		w.qmu.Unlock()
-		if closed {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer w.qmu.Unlock()
+		return w.closed
+	})
 	if err := w.Append(entry(2)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Append while closing: %v", err)
 	}

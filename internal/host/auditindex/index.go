@@ -530,27 +530,19 @@ const analyzeAfter = 10_000
 // Follow opens the index once this process holds the writer's lock
 // (checking the database first: a gateway's start is where damage from a
 // crash shows), then keeps it caught up until ctx ends: after every poll,
-// and at once when kick receives. Its work is paced. Errors are logged and
-// retried; an index that cannot be written is rebuilt rather than left
-// behind.
+// and at once when kick receives (audit.Follow). Its work is paced. An
+// index that cannot be written is rebuilt rather than left behind.
 func (x *Index) Follow(ctx context.Context, every time.Duration, kick <-chan struct{}) {
 	x.paced.Store(true)
-	t := time.NewTicker(every)
-	defer t.Stop()
 	waiting := false
-	for {
-		if x.follow(ctx, &waiting) {
-			if _, err := x.catchUp(ctx, true); err != nil && ctx.Err() == nil {
-				x.log.Warn("audit index catch-up failed; retrying", "err", err)
+	audit.Follow(ctx, audit.FollowOptions{What: "audit index", Log: x.log, Every: every, Kick: kick,
+		Step: func(ctx context.Context) error {
+			if !x.follow(ctx, &waiting) {
+				return nil // waiting for the lock, or logged
 			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-kick:
-		}
-	}
+			_, err := x.catchUp(ctx, true)
+			return err
+		}})
 }
 
 // follow opens the index when this process does not have it open yet, and

@@ -59,6 +59,7 @@ func open(t testing.TB, dir string) *Index {
 }
 
 func TestFeedAndQuery(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ids := writeLog(t, dir, 300, 8<<10) // several rotations
 	x := open(t, dir)
@@ -139,6 +140,7 @@ func TestFeedAndQuery(t *testing.T) {
 // with its agent, and a parent matches only calls of the parent's agent —
 // another agent's hints do not put its calls into them.
 func TestSessionIsOneAgents(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	w, err := audit.Open(dir, audit.Options{})
 	if err != nil {
@@ -198,6 +200,7 @@ func TestSessionIsOneAgents(t *testing.T) {
 // TestCorruptIndexRebuilt: garbage in the index file is detected on open
 // and the index is rebuilt from the log.
 func TestCorruptIndexRebuilt(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeLog(t, dir, 50, 0)
 	x := caughtUp(t, dir)
@@ -224,6 +227,7 @@ func TestCorruptIndexRebuilt(t *testing.T) {
 // TestIndexDeletedWhileFollowing: the file removed under a following index
 // is noticed and rebuilt; nothing written meanwhile is lost.
 func TestIndexDeletedWhileFollowing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeLog(t, dir, 40, 0)
 	x := open(t, dir)
@@ -243,6 +247,7 @@ func TestIndexDeletedWhileFollowing(t *testing.T) {
 // TestForeignIndexRebuilt: an index whose position is not in this log (the
 // log was replaced) is rebuilt rather than mixed with it.
 func TestForeignIndexRebuilt(t *testing.T) {
+	t.Parallel()
 	a, b := t.TempDir(), t.TempDir()
 	writeLog(t, a, 30, 0)
 	writeLog(t, b, 12, 0)
@@ -290,6 +295,7 @@ func waitCount(t *testing.T, x *Index, want int64) {
 // (18 ms at 100,000 entries, growing with the log) because SQLite uses a
 // partial index only when the query repeats its condition.
 func TestQueriesUseAnIndex(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeLog(t, dir, 50, 64<<10)
 	x := caughtUp(t, dir)

@@ -12,6 +12,7 @@ import (
 // denials, rule hits) and from the model and egress results' detail; the
 // lines the index hands back check against their own hashes.
 func TestUsageAndRuleHits(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	w, err := audit.Open(dir, audit.Options{})
 	if err != nil {

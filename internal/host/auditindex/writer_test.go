@@ -14,12 +14,14 @@ import (
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/lib/pidlock"
+	"github.com/toolgate/toolgate/internal/testenv/wait"
 )
 
 // TestOneWriter: while one Index has the index open, another cannot open
 // it and is told who has it; a following Index waits, answering "not
 // open" with the holder's pid, and takes the index over once it is let go.
 func TestOneWriter(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeLog(t, dir, 20, 0)
 	x := open(t, dir)
@@ -32,10 +34,7 @@ func TestOneWriter(t *testing.T) {
 	y := New(dir, nil, nil)
 	stop := follow(y, 10*time.Millisecond)
 	defer func() { stop(); y.Close() }()
-	deadline := time.Now().Add(10 * time.Second)
-	for y.heldBy.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.For(t, "the second follower to find the lock held", func() bool { return y.heldBy.Load() != 0 })
 	if _, err := y.Find(Query{}); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
 		t.Fatalf("query of a follower waiting for the lock: %v", err)
 	}
@@ -55,6 +54,7 @@ func TestOneWriter(t *testing.T) {
 // position read before the transaction, both fed from the same point:
 // "UNIQUE constraint failed: entries.seq", or the same entries twice.
 func TestFeedsOfOneFileDoNotOverlap(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeLog(t, dir, 12_000, 0) // more than a batch: feeds commit midway
 	var xs []*Index
@@ -133,6 +133,7 @@ func sameAsLog(t *testing.T, x *Index, dir string) {
 // (the old index answers until the new one takes its place at once), and
 // the rebuilt index is the log, line by line.
 func TestRebuildSwapsWhole(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeLog(t, dir, 6_000, 0)
 	x := open(t, dir)
@@ -199,6 +200,7 @@ func TestRebuildSwapsWhole(t *testing.T) {
 // index (its pid still in the lock file) makes the next Open check it, and
 // a damaged index is rebuilt; a gateway's follower checks at its start.
 func TestDamageFoundAfterACrash(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"open after a crash", "follower's start"} {
 		t.Run(how, func(t *testing.T) {
 			dir := t.TempDir()
@@ -276,6 +278,7 @@ func damage(t *testing.T, path string) {
 // daemon's) reads what the writer wrote since its last catch-up, as one
 // that reads the files to their end does.
 func TestCatchUpToTheWritersHead(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	w, err := audit.Open(dir, audit.Options{})
 	if err != nil {

@@ -277,52 +277,21 @@ func (s *Store) commit(ctx context.Context, gatewayID string, from, to audit.Pos
 // is at head (see audit.Progress).
 func (s *Store) Lag(head audit.Position) time.Duration { return s.progress.Lag(head) }
 
-// Backoff bounds the wait between attempts while the database is away.
-const (
-	minBackoff = 250 * time.Millisecond
-	maxBackoff = 30 * time.Second
-)
-
 // Follow keeps gatewayID's rows caught up with the log in dir until ctx
-// ends: every poll, and at once when kick receives. While the database is
-// unreachable it logs once per outage and retries with a growing backoff;
-// the log keeps every entry meanwhile, so nothing waits for it.
+// ends (audit.Follow): every poll, and at once when kick receives. While
+// the database is unreachable it logs once per outage and retries with a
+// growing backoff.
 func (s *Store) Follow(ctx context.Context, dir, gatewayID string, every time.Duration, kick <-chan struct{}) {
-	wait, down, ready := every, false, false
-	for {
-		var err error
-		if !ready {
-			err = s.Init(ctx)
-			ready = err == nil
-		}
-		if err == nil {
-			_, err = s.CatchUp(ctx, dir, gatewayID)
-		}
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			if !down {
-				s.log.Warn("audit postgres unreachable or failing; entries stay in the log and are copied when it answers",
-					"gateway", gatewayID, "err", err)
-				down = true
+	ready := false
+	audit.Follow(ctx, audit.FollowOptions{What: "audit postgres copy", Log: s.log.With("gateway", gatewayID), Every: every, Kick: kick,
+		Step: func(ctx context.Context) error {
+			if !ready {
+				if err := s.Init(ctx); err != nil {
+					return err
+				}
+				ready = true
 			}
-			wait = min(max(wait*2, minBackoff), maxBackoff)
-		default:
-			if down {
-				s.log.Info("audit postgres reachable again; caught up", "gateway", gatewayID)
-				down = false
-			}
-			wait = every
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		case <-kick:
-			t.Stop()
-		}
-	}
+			_, err := s.CatchUp(ctx, dir, gatewayID)
+			return err
+		}})
 }

@@ -314,8 +314,8 @@ func TestOutageUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The followers catch up by themselves (their backoff is at most maxBackoff).
-	deadline := time.Now().Add(maxBackoff + 30*time.Second)
+	// The followers catch up by themselves (their backoff is at most audit.MaxBackoff).
+	deadline := time.Now().Add(audit.MaxBackoff + 30*time.Second)
 	for id, dir := range dirs {
 		head := writers[id].Position()
 		for {

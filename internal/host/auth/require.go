@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/toolgate/toolgate/internal/host/wire"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // RequireOptions configure Require.
@@ -45,7 +46,7 @@ func Require(store *Store, scope Scope, opts RequireOptions) func(http.Handler) 
 					opts.OnRefuse(r, reason)
 				}
 				w.Header().Set("WWW-Authenticate", `Bearer realm="toolgate", scope="`+string(scope)+`"`)
-				wire.WriteError(w, http.StatusUnauthorized, &wire.Error{Code: "unauthorized", Message: reason})
+				wire.WriteError(w, http.StatusUnauthorized, &api.Error{Code: "unauthorized", Message: reason})
 				return
 			}
 			next.ServeHTTP(w, r.WithContext(WithToken(r.Context(), tok)))

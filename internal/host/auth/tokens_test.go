@@ -12,6 +12,7 @@ import (
 )
 
 func TestStoreCreateAuthenticate(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tokens.json")
 	s, err := OpenStore(path)
 	if err != nil {
@@ -50,6 +51,7 @@ func TestStoreCreateAuthenticate(t *testing.T) {
 }
 
 func TestExpiredToken(t *testing.T) {
+	t.Parallel()
 	s, _ := OpenStore(filepath.Join(t.TempDir(), "t.json"))
 	secret, _, err := s.Create(ScopeAdmin, "", time.Nanosecond)
 	if err != nil {
@@ -62,6 +64,7 @@ func TestExpiredToken(t *testing.T) {
 }
 
 func TestBearerToken(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in   string
 		want string
@@ -82,6 +85,7 @@ func TestBearerToken(t *testing.T) {
 }
 
 func TestCreateValidation(t *testing.T) {
+	t.Parallel()
 	s, _ := OpenStore(filepath.Join(t.TempDir(), "t.json"))
 	cases := []struct {
 		scope Scope
@@ -112,6 +116,7 @@ func TestCreateValidation(t *testing.T) {
 // same file; a revocation or creation by one takes effect in the other at the
 // next request, and neither loses the other's writes.
 func TestRevokeAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tokens.json")
 	daemon, _ := OpenStore(path)
 	cli, _ := OpenStore(path)
@@ -152,6 +157,7 @@ func TestRevokeAcrossProcesses(t *testing.T) {
 }
 
 func TestRequire(t *testing.T) {
+	t.Parallel()
 	s, _ := OpenStore(filepath.Join(t.TempDir(), "t.json"))
 	admin, _, _ := s.Create(ScopeAdmin, "", 0)
 	mcp, _, _ := s.Create(ScopeMCP, "a", 0)
@@ -218,6 +224,7 @@ func TestRequire(t *testing.T) {
 // TestLastUsedRecordedAtOnce: a token's first use shows in another
 // process's list right away, not only after a later use a minute on.
 func TestLastUsedRecordedAtOnce(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), StoreFile)
 	daemon, err := OpenStore(path)
 	if err != nil {

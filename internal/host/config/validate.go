@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/toolgate/toolgate/internal/proto"
 	"net"
 	"net/url"
 	"os"
@@ -11,14 +12,12 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/toolgate/toolgate/internal/host/sandbox"
 )
 
 // Built-in defaults, applied after Config.Defaults.
 const (
-	DefaultImage       = sandbox.DefaultImage
-	DefaultUser        = sandbox.DefaultUser
+	DefaultImage       = proto.DefaultImage
+	DefaultUser        = proto.DefaultUser
 	DefaultMemory      = "512m"
 	DefaultCPUs        = 1.0
 	DefaultPids        = 256

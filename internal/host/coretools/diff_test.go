@@ -14,6 +14,7 @@ import (
 )
 
 func TestApplyDiff(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, before, diff, after, err string
 	}{
@@ -68,6 +69,7 @@ func TestApplyDiff(t *testing.T) {
 
 // Diffs written by diff(1) apply and give the new file.
 func TestApplyDiffFromDiffTool(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("diff"); err != nil {
 		t.Skip("no diff(1) on this machine")
 	}

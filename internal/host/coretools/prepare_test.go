@@ -13,6 +13,7 @@ import (
 )
 
 func TestPreparePath(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{})
 	cases := []struct {
 		path, want string
@@ -50,6 +51,7 @@ func TestPreparePath(t *testing.T) {
 }
 
 func TestPrepareWorkspaceDefault(t *testing.T) {
+	t.Parallel()
 	tool := New(nil, nil)[0]
 	call := &gateway.Call{Agent: "x", Args: json.RawMessage(`{"path":"a"}`)}
 	if err := tool.Prepare(call, gateway.AgentInfo{Name: "x"}); err != nil {
@@ -61,6 +63,7 @@ func TestPrepareWorkspaceDefault(t *testing.T) {
 }
 
 func TestPrepareExecFacts(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{})
 	cases := []struct {
 		args    string
@@ -86,6 +89,7 @@ func TestPrepareExecFacts(t *testing.T) {
 }
 
 func TestPrepareRejects(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{MaxWrite: 1 << 20, ExecTimeout: time.Minute})
 	cases := []struct {
 		tool, args, want string
@@ -162,6 +166,7 @@ func TestPrepareRejects(t *testing.T) {
 }
 
 func TestExecTimeout(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{ExecTimeout: time.Minute})
 	cases := []struct {
 		timeout string
@@ -184,6 +189,7 @@ func TestExecTimeout(t *testing.T) {
 }
 
 func TestAuditArgs(t *testing.T) {
+	t.Parallel()
 	tools := map[string]gateway.Tool{}
 	for _, tool := range New(nil, nil) {
 		tools[tool.Name()] = tool
@@ -222,6 +228,7 @@ func TestAuditArgs(t *testing.T) {
 
 // The schemas document exactly the fields the tools accept.
 func TestSchemasMatchArgs(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		schema string
 		args   any

@@ -22,8 +22,9 @@ func rawArgs(path string, size int, content string) string {
 // replaces the file only when the body is exactly that; anything else is a
 // clear error and leaves the file as it was. (The fake sandbox is not a
 // gateway.StreamWriter, so this is the buffered fallback; the streamed path
-// is tested against Docker in internal/host/daemon.)
+// is tested against Docker in internal/host/systemtest.)
 func TestWriteRawBody(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{MaxWrite: 64})
 	content := "hello\x00binary\xff"
 	res, err := h.call("write", rawArgs("raw.bin", len(content), content), &gateway.Streams{Stdin: strings.NewReader(content)})
@@ -75,6 +76,7 @@ func TestWriteRawBody(t *testing.T) {
 // records its path, size and SHA-256 (which the sandbox enforces), before
 // and after Prepare alike.
 func TestWriteAuditArgsKeepSizeAndDigest(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{})
 	args := rawArgs("a.txt", 12, "some content")
 	call, err := h.prepare("write", args)
@@ -97,6 +99,7 @@ func TestWriteAuditArgsKeepSizeAndDigest(t *testing.T) {
 // and answers their size and SHA-256; over the read cap it is refused
 // before a byte is written; a caller without a byte stream is told so.
 func TestReadRaw(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{MaxReadFile: 16})
 	content := "bin\x00ary\xff\n"
 	h.put("/workspace/b.bin", content)

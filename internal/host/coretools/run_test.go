@@ -19,6 +19,7 @@ import (
 )
 
 func TestReadWindow(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{})
 	h.put("/workspace/f.txt", "one\ntwo\nthree\nfour")
 	h.put("/workspace/empty", "")
@@ -47,6 +48,7 @@ func TestReadWindow(t *testing.T) {
 }
 
 func TestReadErrors(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{})
 	h.put("/workspace/f.txt", "one\ntwo\n")
 	h.put("/workspace/nul.bin", "ab\x00cd")
@@ -67,6 +69,7 @@ func TestReadErrors(t *testing.T) {
 }
 
 func TestReadBase64(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{MaxReadFile: 8})
 	h.put("/workspace/nul.bin", "ab\x00c\xff")
 	out := h.mustCall("read", `{"path":"nul.bin","encoding":"base64"}`).Output.(*ReadOutput)
@@ -81,6 +84,7 @@ func TestReadBase64(t *testing.T) {
 }
 
 func TestReadCap(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{MaxReadFile: 10})
 	cases := []struct {
 		file, args, content string
@@ -108,6 +112,7 @@ func TestReadCap(t *testing.T) {
 
 // Traversal reaches the container's own /etc, never the host's.
 func TestTraversalStaysInSandbox(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{})
 	h.put("/etc/passwd", "root:x:0:0:sandbox\n")
 	out := h.mustCall("read", `{"path":"../../etc/passwd"}`).Output.(*ReadOutput)
@@ -117,6 +122,7 @@ func TestTraversalStaysInSandbox(t *testing.T) {
 }
 
 func TestWrite(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{})
 	names := []string{"a.txt", "deep/er/dir/b.txt", `it's "q".txt`, "sp ace/new\nline.txt", "$(touch pwned)", "`id`;echo", "../outside.txt"}
 	for _, name := range names {
@@ -144,6 +150,7 @@ func TestWrite(t *testing.T) {
 }
 
 func TestWriteTooLarge(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{}) // default MaxWrite: 64 MiB
 	h.limits.MaxWrite = 10 << 20
 	big := jsonArgs(t, map[string]string{"path": "big", "content": strings.Repeat("x", 50<<20)})
@@ -161,6 +168,7 @@ func TestWriteTooLarge(t *testing.T) {
 }
 
 func TestPatchReplace(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{})
 	const orig = "alpha beta\ngamma beta\n"
 	cases := []struct {
@@ -196,6 +204,7 @@ func TestPatchReplace(t *testing.T) {
 }
 
 func TestPatchDiff(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{})
 	const orig = "one\ntwo\nthree\nfour\nfive\n"
 	cases := []struct {
@@ -227,6 +236,7 @@ func TestPatchDiff(t *testing.T) {
 }
 
 func TestPatchLimits(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{MaxWrite: 8})
 	h.put("/workspace/f", "0123456789")
 	if _, err := h.call("patch", `{"path":"f","old":"0","new":"x"}`, nil); err == nil || !strings.Contains(err.Error(), "file is 10 bytes, over the write limit of 8") {
@@ -251,6 +261,7 @@ func execOut(t *testing.T, res *gateway.Result) *ExecOutput {
 }
 
 func TestExec(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{})
 	h.put("/workspace/sub/file", "")
 	cases := []struct {
@@ -281,6 +292,7 @@ func TestExec(t *testing.T) {
 // result's detail (whole milliseconds; under one, nothing), and the
 // decision's detail stays as it was written.
 func TestExecQueuedInDetail(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{})
 	for _, c := range []struct {
 		queued time.Duration
@@ -310,6 +322,7 @@ func TestExecQueuedInDetail(t *testing.T) {
 }
 
 func TestExecTimesOut(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{})
 	res := h.mustCall("exec", `{"command":"echo started; sleep 1000 & wait","timeout":"200ms"}`)
 	out := execOut(t, res)
@@ -324,6 +337,7 @@ func TestExecTimesOut(t *testing.T) {
 // A command printing 100 MiB keeps MaxOutput per stream and a marker saying
 // how much was dropped; the process runs to the end.
 func TestExecOutputCapped(t *testing.T) {
+	t.Parallel()
 	const limit = 1 << 20
 	h := newHarness(t, config.Limits{MaxOutput: limit})
 	res := h.mustCall("exec", `{"command":"head -c 104857600 /dev/zero | tr '\\0' o; head -c 3000000 /dev/zero >&2; echo done >&2"}`)
@@ -342,6 +356,7 @@ func TestExecOutputCapped(t *testing.T) {
 }
 
 func TestExecStreams(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{MaxOutput: 4})
 	var stdout, stderr bytes.Buffer
 	io := &gateway.Streams{Stdin: strings.NewReader("from caller"), Stdout: &stdout, Stderr: &stderr}
@@ -371,6 +386,7 @@ func TestExecStreams(t *testing.T) {
 
 // A caller that goes away does not stop or block the process.
 func TestExecStreamFailure(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{})
 	io := &gateway.Streams{Stdout: failWriter{}, Stderr: failWriter{}}
 	res, err := h.call("exec", `{"command":"head -c 1000000 /dev/zero; exit 4"}`, io)
@@ -387,6 +403,7 @@ type failWriter struct{}
 func (failWriter) Write([]byte) (int, error) { return 0, fmt.Errorf("gone") }
 
 func TestRunNeedsSandbox(t *testing.T) {
+	t.Parallel()
 	for _, tool := range New(nil, nil) {
 		args := map[string]string{"read": `{"path":"a"}`, "write": `{"path":"a","content":""}`, "patch": `{"path":"a","old":"x","new":"y"}`, "exec": `{"command":"true"}`}[tool.Name()]
 		call := &gateway.Call{Agent: "a", Args: []byte(args)}
@@ -416,6 +433,7 @@ func (silentSandbox) WriteFile(ctx context.Context, _ string, _ []byte) error {
 // A sandbox that stops answering holds a file tool no longer than the
 // agent's exec timeout, even when the caller never gives up.
 func TestFileToolsEndAtTheExecTimeout(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, config.Limits{ExecTimeout: 50 * time.Millisecond})
 	for tool, args := range map[string]string{
 		"read":  `{"path":"a"}`,

@@ -15,6 +15,7 @@ import (
 // keeps only its name in the audit arguments, and is refused to every
 // entry point a sandbox can reach.
 func TestExecSecretEnv(t *testing.T) {
+	t.Parallel()
 	const value = "sk-live-1234567890abcdef"
 	store, err := secrets.New(t.TempDir(), map[string]config.Secret{
 		"api_key": {Value: value, Agents: []string{testAgent.Name}, Tools: []string{"exec"}},

@@ -32,34 +32,25 @@ func (d *Daemon) load() (*config.Config, error) {
 	return config.ParseWith(d.opts.Home, d.configPath(), data, extras)
 }
 
-// startAgents starts the Agent controller, when there is one. Agents that
-// cannot be listed (the CRD not applied, no access) stop the start: the
-// operator asked for them.
-func (d *Daemon) startAgents(ctx context.Context) error {
-	if d.agents == nil {
-		return nil
-	}
-	if err := d.agents.Check(ctx); err != nil {
-		return err
-	}
-	rctx, cancel := context.WithCancel(context.Background())
-	d.agentsStop, d.agentsDone = cancel, make(chan struct{})
-	go func() {
-		defer close(d.agentsDone)
-		if err := d.agents.Run(rctx); err != nil {
-			d.log.Error("Agent controller stopped", "err", err)
+// agentController runs the Agent controller, when there is one. Agents
+// that cannot be listed (the CRD not applied, no access) stop the start:
+// the operator asked for them.
+func (d *Daemon) agentController() service {
+	var loop task
+	return service{name: "Agent controller", start: func(ctx context.Context) error {
+		if d.agents == nil {
+			return nil
 		}
-	}()
-	return nil
-}
-
-func (d *Daemon) stopAgents() {
-	if d.agentsStop == nil {
-		return
-	}
-	d.agentsStop()
-	<-d.agentsDone
-	d.agentsStop = nil
+		if err := d.agents.Check(ctx); err != nil {
+			return err
+		}
+		loop.run(func(ctx context.Context) {
+			if err := d.agents.Run(ctx); err != nil {
+				d.log.Error("Agent controller stopped", "err", err)
+			}
+		})
+		return nil
+	}, stop: loop.end}
 }
 
 // agentsGateway is the daemon as the Agent controller sees it.
@@ -95,7 +86,7 @@ func (g agentsGateway) Serve(ctx context.Context, extras []config.Extra) (map[st
 	d.mu.Lock()
 	d.extras = good
 	d.mu.Unlock()
-	ans, err := d.reload(ctx)
+	ans, err := d.Reload(ctx)
 	if err != nil && len(ans.Failed) == 0 {
 		return nil, err
 	}
@@ -106,5 +97,5 @@ func (g agentsGateway) Serve(ctx context.Context, extras []config.Extra) (map[st
 }
 
 func (g agentsGateway) Sandbox(ctx context.Context, agent string) (string, string, error) {
-	return g.d.kube.podOf(ctx, agent)
+	return g.d.kube.PodOf(ctx, agent)
 }

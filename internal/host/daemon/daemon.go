@@ -1,6 +1,10 @@
-// Package daemon is `toolgate serve`: it wires configuration, policy, audit,
-// sandboxes and the gateway together, serves the admin API, and reloads on
-// SIGHUP without dropping calls in flight.
+// Package daemon is `toolgate serve`, the gateway's composition root: it
+// wires configuration (assemble), audit, the sandbox backend, the gateway
+// and its doors together as an ordered list of services (Start), serves
+// the admin API, and reloads on SIGHUP without dropping calls in flight.
+// It depends on the world; only the gateway's commands (gatewaycmd) and
+// the tests of a whole gateway (systemtest, the kubernetes backend's)
+// import it.
 package daemon
 
 import (
@@ -21,36 +25,28 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
-	"github.com/toolgate/toolgate/internal/host/agentloop"
 	"github.com/toolgate/toolgate/internal/host/approval"
+	"github.com/toolgate/toolgate/internal/host/assemble"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/auditindex"
 	"github.com/toolgate/toolgate/internal/host/auditpg"
 	"github.com/toolgate/toolgate/internal/host/auth"
 	"github.com/toolgate/toolgate/internal/host/config"
 	"github.com/toolgate/toolgate/internal/host/connlimit"
-	"github.com/toolgate/toolgate/internal/host/door/adminapi"
 	"github.com/toolgate/toolgate/internal/host/door/agentsock"
-	"github.com/toolgate/toolgate/internal/host/door/dashboard"
-	"github.com/toolgate/toolgate/internal/host/door/egress"
 	"github.com/toolgate/toolgate/internal/host/door/hookserver"
 	"github.com/toolgate/toolgate/internal/host/door/mcp"
 	"github.com/toolgate/toolgate/internal/host/door/modeldoor"
 	"github.com/toolgate/toolgate/internal/host/gateway"
-	"github.com/toolgate/toolgate/internal/host/identity"
 	"github.com/toolgate/toolgate/internal/host/kubeagents"
 	"github.com/toolgate/toolgate/internal/host/metrics"
 	"github.com/toolgate/toolgate/internal/host/ratelimit"
 	"github.com/toolgate/toolgate/internal/host/sandbox"
-	"github.com/toolgate/toolgate/internal/host/sandbox/docker"
-	"github.com/toolgate/toolgate/internal/host/secrets"
+	"github.com/toolgate/toolgate/internal/host/sandbox/kube"
 	"github.com/toolgate/toolgate/internal/host/tracing"
 	"github.com/toolgate/toolgate/internal/host/upstream"
-	"github.com/toolgate/toolgate/internal/lib/lockedfile"
-	"github.com/toolgate/toolgate/internal/lib/pidlock"
 	"github.com/toolgate/toolgate/internal/proto"
-	"k8s.io/client-go/rest"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // Options locate the daemon's configuration.
@@ -62,69 +58,54 @@ type Options struct {
 	Ready func()
 }
 
-// Daemon is a running gateway.
+// Daemon is a running gateway: the parts Start wired, and what a reload
+// changes.
 type Daemon struct {
-	opts  Options
-	log   *slog.Logger
-	audit *audit.Writer
+	opts Options
+	log  *slog.Logger
+	// services are the parts Start started, which Shutdown stops in reverse.
+	services services
+
+	mu      sync.Mutex // guards built and extras across reloads
+	built   *assemble.Built
+	reloads sync.Mutex // serialises reloads: SIGHUP's and the Agent controller's
+	// extras are the Agent resources this gateway serves beside the
+	// file's agents; agents is their controller, nil without the
+	// kubernetes backend or with its agents: false.
+	extras []config.Extra
+	agents *kubeagents.Controller
+
+	// What outlives a reload: the upstream MCP servers' connections, the
+	// model spending, the agents' rate limits (a config change does not
+	// reset a budget), the secrets the audit log redacts.
+	upstreams *upstream.Pool
+	meter     *modeldoor.Meter
+	rates     *ratelimit.Limiter
+	bounder   *audit.Bounder
+
 	// sandboxes is the backend gateway.sandbox.backend chose; kube is it
 	// when that is kubernetes.
-	sandboxes backend
-	kube      *kubeBackend
-	gw        *gateway.Gateway
+	sandboxes sandbox.Backend
+	kube      *kube.Manager
 	client    string
-	bounder   *audit.Bounder
-	door      *mcp.Door
-	models    *modeldoor.Door
-	meter     *modeldoor.Meter // model spending; outlives reloads
-	sock      *agentsock.Server
-	mu        sync.Mutex // guards built across reloads
-	built     *Built
-	servers   []*http.Server
-	lock      *pidlock.Lock // HOME/serve.lock, held while serving
+	// upDone is closed once each sandbox of the start is up or failed.
+	upDone chan struct{}
+
+	gw        *gateway.Gateway
+	audit     *audit.Writer
+	index     *auditindex.Index // follows the audit log for queries (calls never wait for it)
+	fleet     *auditpg.Store    // copies it into the fleet's Postgres; nil when not configured
+	tracer    *tracing.Tracer   // exports a trace of each call; nil: off
+	metrics   *metrics.Metrics  // at /metrics on the admin socket and TCP listener
+	approvals *approval.Store   // the calls waiting for a person
+	tokens    *auth.Store
 	conns     connlimit.Budget
-	hooks     *hookserver.Server
 
-	// upstreams are the upstream MCP servers' connections: they outlive a
-	// reload and end with the daemon.
-	upstreams *upstream.Pool
-	// approvals are the calls waiting for a person.
-	approvals *approval.Store
-	// index follows the audit log for queries (calls never wait for it).
-	index     *auditindex.Index
-	indexStop context.CancelFunc
-	indexDone chan struct{}
-	// dash is the web dashboard at /ui on the same listeners.
-	dash *dashboard.Dashboard
-	// fleet copies the audit log into the fleet's Postgres
-	// (gateway.audit.postgres); nil when not configured.
-	fleet     *auditpg.Store
-	fleetStop context.CancelFunc
-	fleetDone chan struct{}
-	// gatewayID names this gateway's chain in the fleet database.
-	gatewayID string
-	// metrics are served at /metrics on the admin socket and TCP listener.
-	metrics *metrics.Metrics
-	// tracer exports a trace of each call (gateway.telemetry.otlp); nil: off.
-	tracer *tracing.Tracer
-	// rates count calls against the agents' rate limits; they outlive a
-	// reload, so a config change does not reset a budget.
-	rates *ratelimit.Limiter
-	// up brings the sandboxes up behind the admin API, which answers from
-	// the start (agents show starting); upDone is closed once each is up
-	// or failed.
-	upStop context.CancelFunc
-	upDone <-chan struct{}
-
-	// reloads serialises reloads: SIGHUP's and the Agent controller's.
-	reloads sync.Mutex
-	// extras are the Agent resources this gateway serves beside the
-	// file's agents (guarded by mu); agents is their controller, nil
-	// without the kubernetes backend or with its agents: false.
-	extras     []config.Extra
-	agents     *kubeagents.Controller
-	agentsStop context.CancelFunc
-	agentsDone chan struct{}
+	// The doors on the agent sockets and the admin API.
+	sock   *agentsock.Server
+	models *modeldoor.Door
+	hooks  *hookserver.Server
+	door   *mcp.Door
 }
 
 // Run starts the gateway and serves until ctx ends or SIGTERM/SIGINT arrives.
@@ -142,7 +123,7 @@ func Run(ctx context.Context, opts Options) error {
 			return d.Shutdown(context.Background())
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
-				if err := d.Reload(ctx); err != nil {
+				if _, err := d.Reload(ctx); err != nil {
 					d.log.Error("reload", "err", err)
 				}
 				continue
@@ -155,159 +136,65 @@ func Run(ctx context.Context, opts Options) error {
 
 // Start brings the gateway up: it refuses to start when the configuration is
 // invalid, the audit log cannot be opened, or the Docker Engine is unreachable.
-func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
+func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	lock, err := lockHome(opts.Home)
-	if err != nil {
+	d := &Daemon{opts: opts, log: log, services: services{log: log}, meter: modeldoor.NewMeter(), upDone: make(chan struct{})}
+	sandboxes, agentsClient := d.sandboxBackend()
+	lastCopy, fleetFollower := d.fleetCopy()
+	lastCatchUp, indexFollower := d.auditIndex()
+	listeners, adminAPI := d.adminAPI()
+	// Started in this order and stopped in reverse (Shutdown): each part
+	// starts after what it uses and stops before it. A part with only a
+	// stop stands where that stop must come, even when what it stops is
+	// made further down.
+	if err := d.services.start(ctx, []service{
+		d.homeLock(), // first: a second daemon must touch nothing of the first's
+		{name: "configuration", start: d.configure},
+		{name: "trace export", stop: d.stopTracer}, // the spans of the last calls
+		sandboxes,
+		agentsClient,
+		lastCopy,    // the last copy and catch-up follow the audit log's close:
+		lastCatchUp, // they take everything it got
+		{name: "audit log", start: d.openAudit, stop: func(context.Context) error { return d.audit.Close() }},
+		{name: "gateway", start: d.wire},
+		indexFollower,
+		fleetFollower,
+		d.hookServer(),                           // its state saved once the calls in flight have ended,
+		{name: "calls in flight", stop: d.drain}, // their results recorded before the audit log closes
+		{name: "agent sockets", stop: func(context.Context) error { return d.sock.Close() }}, // closed, not drained
+		{name: "upstream MCP servers", stop: func(context.Context) error { d.upstreams.Close(); return nil }},
+		d.mcpDoor(),
+		listeners,
+		d.bringUp(), // behind the listening admin API: with many agents that takes seconds
+		adminAPI,    // drained before the bring-up ends: a call may wait for its sandbox
+		// Calls waiting for a person are denied, on the record, so no
+		// connection stays open for an answer that cannot come.
+		{name: "approvals", stop: func(context.Context) error { d.approvals.Close(); return nil }},
+		d.agentController(), // stops first: no reload starts under a shutdown
+	}); err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			lock.Release()
-		}
-	}()
-	// An edit of a shared state file cut short by a crash leaves its
-	// temporary file. Removing it takes the edit lock: a CLI edit in
-	// progress is not disturbed.
-	for _, f := range []string{auth.StoreFile, upstream.PinsFile} {
-		if err := lockedfile.RemoveLeftover(filepath.Join(opts.Home, f)); err != nil {
-			log.Warn("leftover temporary file not removed", "file", f+".tmp", "err", err)
-		}
-	}
-	cfg, err := config.Load(opts.Home, opts.ConfigPath)
-	if err != nil {
-		return nil, err
-	}
-	ups, err := OpenUpstreams(cfg.Home)
-	if err != nil {
-		return nil, err
-	}
-	meter := modeldoor.NewMeter()
-	built, err := build(cfg, ups, meter)
-	if err != nil {
-		return nil, err
-	}
-	tokens, err := auth.OpenStore(filepath.Join(opts.Home, auth.StoreFile))
-	if err != nil {
-		return nil, err
-	}
-	d := &Daemon{opts: opts, log: log, built: built, lock: lock, upstreams: ups, meter: meter}
-	var kubeREST *rest.Config
-	switch cfg.Gateway.Sandbox.Backend {
-	case config.BackendKubernetes:
-		// The in-sandbox client is in the sandbox image (kube.WriteImage).
-		if d.kube, kubeREST, err = newKube(ctx, cfg.Gateway.Sandbox.Kubernetes, log); err != nil {
-			return nil, err
-		}
-		d.sandboxes = d.kube
-	default:
-		if d.client, err = ClientBinary(cfg); err != nil {
-			return nil, err
-		}
-		mgr, err := docker.New(ctx, docker.Options{Instance: docker.InstanceID(opts.Home), Logger: log})
-		if err != nil {
-			return nil, err
-		}
-		d.sandboxes = dockerBackend{mgr}
-	}
-	if d.audit, err = audit.Open(cfg.Gateway.Audit.Dir, audit.Options{MaxFileBytes: cfg.Gateway.Audit.MaxFileBytes, Logger: log, CloseInterrupted: true}); err != nil {
-		d.sandboxes.Close()
-		return nil, fmt.Errorf("opening the audit log: %w", err)
-	}
-	aw := d.audit
-	d.bounder = audit.NewBounder(cfg.Gateway.Audit.MaxArgBytes)
-	d.bounder.AddSecrets(built.Secrets.Values()...)
-	d.approvals = approval.New(d.bounder) // a waiting call shows what its entries record
-	d.rates = ratelimit.New()
-	d.rates.Configure(cfg)
-	d.metrics = d.newMetrics()
-	observer := gateway.Observers{d.metrics}
-	if o := cfg.Gateway.Telemetry.OTLP; o != nil {
-		if d.tracer, err = newTracer(ctx, cfg.Home, o, log); err != nil {
-			d.close()
-			return nil, err
-		}
-		observer = append(observer, d.tracer)
-	}
-	if k := cfg.Gateway.Sandbox.Kubernetes; d.kube != nil && k.WatchAgents() {
-		if d.agents, err = kubeagents.New(kubeagents.Options{Config: kubeREST, Namespace: k.Namespace, Node: k.Node,
-			Gateway: agentsGateway{d}, Logger: log}); err != nil {
-			d.close()
-			return nil, err
-		}
-		observer = append(observer, d.agents.Observer())
-	}
-	d.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: d.sandboxes, BoundArgs: d.bounder.Bound, Logger: log, AsyncResults: true,
-		Approvals: d.approvals, Limiter: d.rates, Observer: observer}, built.Snapshot)
-	d.followIndex(cfg.Gateway.Audit.Dir)
-	if err := d.followFleet(cfg, built.Secrets); err != nil {
-		d.close()
-		return nil, err
-	}
-
-	nofile, err := connlimit.Nofile()
-	if err != nil {
-		d.close()
-		return nil, fmt.Errorf("reading the descriptor limit: %w", err)
-	}
-	d.conns = connlimit.Plan(nofile)
-	d.sock = agentsock.New(d.gw, agentsock.Options{Logger: log, MaxConns: d.conns.PerAgent, Pool: connlimit.NewPool(d.conns.Agents)})
-	if d.kube != nil {
-		d.kube.serveWith(d.sock.SetAgents)
-	}
-	d.sock.Handle(egress.Pattern, egress.NewHandler(d.gw))
-	d.models = modeldoor.New(d.gw)
-	d.sock.Handle("POST "+modeldoor.Pattern, d.models)
-	hs, err := hookserver.New(hookserver.Options{Gateway: d.gw, AuditDir: cfg.Gateway.Audit.Dir,
-		StatePath: filepath.Join(opts.Home, hookserver.StateFile), Position: aw.Position, Logger: log})
-	if err != nil {
-		d.close()
-		return nil, err
-	}
-	d.hooks = hs
-	hs.Mount(d.sock)
-	d.door = mcp.New(d.gw, mcp.Options{Home: opts.Home, Logger: log, Visible: mcp.VisibleFromConfig(d.config),
-		Generation: ups.Pins().Generation})
-	d.sock.Handle("/mcp", d.door.Handler(mcp.AgentIdentity(func(r *http.Request) (string, bool) {
-		agent := agentsock.Agent(r.Context())
-		return agent, agent != ""
-	})))
-	specs, err := d.setSpecs(built)
-	if err != nil {
-		d.close()
-		return nil, err
-	}
-	api := &adminapi.Server{Gateway: d.gw, Tokens: tokens, Status: d.status, Explain: d.explain, Approvals: d.approvals, Audit: d.index,
-		Observations: connlimit.Unbounded(hs.Ingest()), // a transcript may be piped in as it is written
-		Sessions: connlimit.Unbounded(&agentloop.Server{Model: d.models, Gateway: d.gw, Skills: d.door, // a session runs for minutes
-			Store: agentloop.NewStore(agentloop.SessionsDir(opts.Home)), Config: d.config, HasKey: d.hasKey})}
-	host := http.NewServeMux()
-	host.Handle("GET /metrics", connlimit.Bounded(d.metrics.Handler(), connlimit.Defaults.Header)) // no token: nobody may hold it open
-	host.Handle("/mcp", auth.Require(tokens, auth.ScopeMCP, mcp.RouteOptions(api.RefusalsVia(mcp.Via)))(d.door.Handler(mcp.TokenIdentity)))
-	d.dash = dashboard.New(dashboard.Options{Tokens: tokens, Index: d.index, Agents: d.status, Config: d.config,
-		Approvals: d.approvals, OnRefuse: api.RefusalsVia("dashboard"), Logger: log})
-	host.Handle(dashboard.Prefix, d.dash.Handler())
-	host.Handle("/", api.Handler())
-	if err := d.listen(host, cfg); err != nil {
-		d.close()
-		return nil, err
-	}
-	// The sandboxes come up behind the listening admin API: with many
-	// agents that takes seconds, and status must answer meanwhile.
-	d.startSandboxes(specs)
-	if err := d.startAgents(ctx); err != nil {
-		d.close()
-		return nil, err
-	}
-	log.Info("toolgate serving", append(d.sandboxes.describe(), "home", opts.Home, "agents", len(cfg.Agents), "audit", cfg.Gateway.Audit.Dir,
-		"nofile", nofile, "conns_admin", d.conns.Admin, "conns_tcp", d.conns.TCP, "conns_agents", d.conns.Agents)...)
+	log.Info("toolgate serving", append(d.sandboxes.Describe(), "home", opts.Home, "agents", len(d.config().Agents), "audit", d.config().Gateway.Audit.Dir,
+		"nofile", d.conns.Limit, "conns_admin", d.conns.Admin, "conns_tcp", d.conns.TCP, "conns_agents", d.conns.Agents)...)
 	if opts.Ready != nil {
 		opts.Ready()
 	}
 	return d, nil
+}
+
+// shutdownTimeout bounds a shutdown: the calls in flight and the admin
+// API's requests get that long to finish.
+const shutdownTimeout = 30 * time.Second
+
+// Shutdown stops accepting requests, waits for calls in flight, then closes
+// the audit log. Sandboxes keep running: the next serve re-attaches to them.
+func (d *Daemon) Shutdown(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, shutdownTimeout)
+	defer cancel()
+	return d.services.stop(ctx)
 }
 
 // ModelDoor is the model door, for in-process callers (toolgate's own
@@ -317,62 +204,45 @@ func (d *Daemon) ModelDoor() *modeldoor.Door { return d.models }
 // Gateway is the running pipeline (tests and other entry points use it).
 func (d *Daemon) Gateway() *gateway.Gateway { return d.gw }
 
+// SandboxesUp is closed once each sandbox of the start is up or failed.
+func (d *Daemon) SandboxesUp() <-chan struct{} { return d.upDone }
+
+// FlushAudit writes the entries still queued (results are recorded behind
+// their answers), so that what reads the audit files sees every call
+// answered so far.
+func (d *Daemon) FlushAudit() error { return d.audit.Flush() }
+
 // setSpecs installs the sandboxes' specs and the agent sockets they
 // reach the gateway through; a new agent's sandbox is starting from here.
-func (d *Daemon) setSpecs(b *Built) ([]sandbox.AgentSpec, error) {
+func (d *Daemon) setSpecs(b *assemble.Built) ([]sandbox.AgentSpec, error) {
 	specs := b.Specs(d.client)
 	if err := d.sandboxes.SetSpecs(specs); err != nil {
 		return nil, fmt.Errorf("sandbox specs: %w", err)
 	}
-	if err := d.sock.SetAgents(d.sandboxes.sockets(specs)); err != nil {
+	if err := d.sock.SetAgents(agentSockets(d.sandboxes.Sockets(specs))); err != nil {
 		return nil, fmt.Errorf("agent sockets: %w", err)
 	}
 	return specs, nil
 }
 
-// startSandboxes brings the sandboxes up in the background; Shutdown ends
-// what is left of it.
-func (d *Daemon) startSandboxes(specs []sandbox.AgentSpec) {
-	ctx, cancel := context.WithCancel(context.Background())
-	start := time.Now()
-	done := d.sandboxes.Up(ctx, specs)
-	d.upStop, d.upDone = cancel, done
-	go func() {
-		<-done
-		if ctx.Err() == nil {
-			d.log.Info("sandboxes brought up", "agents", len(specs), "took", time.Since(start).Round(time.Millisecond).String())
-		}
-	}()
-}
-
-// stopSandboxStart ends a bring-up still under way (sandboxes already
-// started keep running; the next serve re-attaches to them).
-func (d *Daemon) stopSandboxStart() {
-	if d.upStop == nil {
-		return
-	}
-	d.upStop()
-	<-d.upDone
-}
-
 // ensureSandboxes makes every agent's sandbox exist, match its spec and
 // run (a reload), building the default image first when an agent uses it
-// and it is missing; docker.UpParallel agents at a time. A changed sandbox
+// and it is missing; sandbox.UpParallel agents at a time. A changed sandbox
 // with calls in flight is recreated once they finish: pending names those
 // agents; failed holds the agents whose sandbox did not come up, err what
 // stopped them all.
-func (d *Daemon) ensureSandboxes(ctx context.Context, b *Built) (pending []string, failed map[string]error, err error) {
+func (d *Daemon) ensureSandboxes(ctx context.Context, b *assemble.Built) (pending []string, failed map[string]error, err error) {
 	specs, err := d.setSpecs(b)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := d.sandboxes.prepare(ctx, specs); err != nil {
+	if err := prepare(ctx, d.sandboxes, specs); err != nil {
 		return nil, nil, err
 	}
 	var (
 		mu  sync.Mutex
 		wg  sync.WaitGroup
-		sem = make(chan struct{}, docker.UpParallel)
+		sem = make(chan struct{}, sandbox.UpParallel)
 	)
 	failed = map[string]error{}
 	for _, s := range specs {
@@ -405,15 +275,6 @@ func joinFailed(failed map[string]error) error {
 	return errors.Join(errs...)
 }
 
-// Reload re-reads the configuration and swaps it in; calls in flight finish
-// on the snapshot they started with. An invalid file changes nothing. Its
-// answer is logged: a sandbox whose spec changed while calls ran in it is
-// named as recreated once they finish.
-func (d *Daemon) Reload(ctx context.Context) error {
-	_, err := d.reload(ctx)
-	return err
-}
-
 // Reloaded is what a reload left for later.
 type Reloaded struct {
 	// RecreatePending are the agents whose sandbox changed while calls ran
@@ -424,13 +285,17 @@ type Reloaded struct {
 	Failed map[string]error
 }
 
-func (d *Daemon) reload(ctx context.Context) (Reloaded, error) {
+// Reload re-reads the configuration and swaps it in; calls in flight finish
+// on the snapshot they started with. An invalid file changes nothing. Its
+// answer is logged too: a sandbox whose spec changed while calls ran in it
+// is named as recreated once they finish.
+func (d *Daemon) Reload(ctx context.Context) (Reloaded, error) {
 	d.reloads.Lock()
 	defer d.reloads.Unlock()
 	cfg, err := d.load()
 	if err == nil {
-		var built *Built
-		if built, err = build(cfg, d.upstreams, d.meter); err == nil {
+		var built *assemble.Built
+		if built, err = assemble.Build(cfg, d.upstreams, d.meter); err == nil {
 			return d.swap(ctx, built)
 		}
 	}
@@ -438,7 +303,7 @@ func (d *Daemon) reload(ctx context.Context) (Reloaded, error) {
 }
 
 // swap puts a built configuration in force and brings the sandboxes in line.
-func (d *Daemon) swap(ctx context.Context, built *Built) (Reloaded, error) {
+func (d *Daemon) swap(ctx context.Context, built *assemble.Built) (Reloaded, error) {
 	cfg := built.Config
 	d.bounder.AddSecrets(built.Secrets.Values()...) // before any call can use a new secret
 	d.mu.Lock()
@@ -478,33 +343,26 @@ func (d *Daemon) swap(ctx context.Context, built *Built) (Reloaded, error) {
 	return ans, nil
 }
 
-// config is the configuration in force.
-func (d *Daemon) config() *config.Config {
+// current is the built configuration in force.
+func (d *Daemon) current() *assemble.Built {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.built.Config
+	return d.built
 }
+
+// config is the configuration in force.
+func (d *Daemon) config() *config.Config { return d.current().Config }
 
 // hasKey reports whether a model provider's secret resolves for an agent.
 func (d *Daemon) hasKey(agent, provider, secret string) bool {
-	d.mu.Lock()
-	b := d.built
-	d.mu.Unlock()
-	_, err := b.Secrets.Resolve(agent, provider, secret)
+	_, err := d.current().Secrets.Resolve(agent, provider, secret)
 	return err == nil
 }
 
-func (d *Daemon) explain(call *gateway.Call) any {
-	d.mu.Lock()
-	b := d.built
-	d.mu.Unlock()
-	return b.Explain(call)
-}
+func (d *Daemon) explain(call *gateway.Call) any { return d.current().Explain(call) }
 
-func (d *Daemon) status(ctx context.Context) ([]adminclient.AgentStatus, error) {
-	d.mu.Lock()
-	agents := d.built.Config.Agents
-	d.mu.Unlock()
+func (d *Daemon) status(ctx context.Context) ([]api.AgentStatus, error) {
+	agents := d.config().Agents
 	st, err := d.sandboxes.Status(ctx)
 	if err != nil {
 		return nil, err
@@ -513,54 +371,60 @@ func (d *Daemon) status(ctx context.Context) ([]adminclient.AgentStatus, error) 
 	for _, s := range st {
 		byAgent[s.Agent] = s
 	}
-	var rows []adminclient.AgentStatus
+	var rows []api.AgentStatus
 	for name, a := range agents {
 		s, ok := byAgent[name]
-		row := adminclient.AgentStatus{Agent: name, Image: a.Image, State: sandbox.StateMissing}
+		row := api.AgentStatus{Agent: name, Image: a.Image, State: sandbox.StateMissing}
 		if ok {
 			row.Container, row.Image, row.State, row.StartedAt, row.Error = s.ContainerID, s.Image, s.State, s.StartedAt, s.Error
 			row.Waiting = s.Waiting
 		}
 		rows = append(rows, row)
 	}
-	slices.SortFunc(rows, func(a, b adminclient.AgentStatus) int { return strings.Compare(a.Agent, b.Agent) })
+	slices.SortFunc(rows, func(a, b api.AgentStatus) int { return strings.Compare(a.Agent, b.Agent) })
 	return rows, nil
 }
 
-// listen serves the admin API on HOME/admin.sock (0600) and, when
-// configured, on a loopback TCP address.
-func (d *Daemon) listen(h http.Handler, cfg *config.Config) error {
-	sock := filepath.Join(d.opts.Home, adminclient.SocketName)
+// listen opens the admin API's listeners: HOME/admin.sock (0600) and, when
+// configured, a loopback TCP address.
+func (d *Daemon) listen(cfg *config.Config) ([]net.Listener, error) {
+	sock := filepath.Join(d.opts.Home, api.SocketName)
 	if err := removeStaleSocket(sock); err != nil {
-		return err
+		return nil, err
 	}
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
-		return fmt.Errorf("admin socket: %w", err)
+		return nil, fmt.Errorf("admin socket: %w", err)
 	}
 	if err := os.Chmod(sock, 0o600); err != nil {
 		ln.Close()
-		return err
+		return nil, err
 	}
 	lns := []net.Listener{connlimit.Listen(proto.SendBufferListener{Listener: ln}, d.conns.Admin, nil)}
 	if cfg.Gateway.Listen != "" {
 		tcp, err := net.Listen("tcp", cfg.Gateway.Listen)
 		if err != nil {
 			ln.Close()
-			return fmt.Errorf("gateway.listen: %w", err)
+			return nil, fmt.Errorf("gateway.listen: %w", err)
 		}
 		lns = append(lns, connlimit.Listen(tcp, d.conns.TCP, nil).LimitSources(connlimit.NewSources(d.conns.PerSource, d.refuseConn)))
 	}
+	return lns, nil
+}
+
+// serve serves h on each of lns, until the servers are shut down.
+func (d *Daemon) serve(h http.Handler, lns []net.Listener) []*http.Server {
+	var servers []*http.Server
 	for _, l := range lns {
 		srv := connlimit.Server(h, connlimit.Defaults, slog.NewLogLogger(d.log.Handler(), slog.LevelWarn))
-		d.servers = append(d.servers, srv)
+		servers = append(servers, srv)
 		go func() {
 			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				d.log.Error("admin API stopped", "addr", l.Addr().String(), "err", err)
 			}
 		}()
 	}
-	return nil
+	return servers
 }
 
 // refuseConn records a connection to gateway.listen refused because its
@@ -586,171 +450,6 @@ func removeStaleSocket(path string) error {
 		return fmt.Errorf("another toolgate daemon is serving on %s", path)
 	}
 	return os.Remove(path)
-}
-
-// Shutdown stops accepting requests, waits for calls in flight, then closes
-// the audit log. Sandboxes keep running: the next serve re-attaches to them.
-func (d *Daemon) Shutdown(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	var errs []error
-	// The Agent controller stops first: no reload starts under a shutdown.
-	d.stopAgents()
-	// Calls waiting for a person are denied first, on the record, so no
-	// connection stays open for an answer that cannot come.
-	d.approvals.Close()
-	if d.dash != nil {
-		d.dash.Close() // its live feeds would hold the servers open
-	}
-	for _, s := range d.servers {
-		errs = append(errs, s.Shutdown(ctx))
-	}
-	d.stopSandboxStart()
-	errs = append(errs, d.closeEntryPoints())
-	// Calls from the agent sockets (closed, not drained) and from other
-	// entry points may still be running: their result entries must reach
-	// the audit log before it closes.
-	if err := d.gw.Wait(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("calls still running at shutdown; their results are not recorded: %w", err))
-	}
-	errs = append(errs, d.closeHooks(), d.audit.Close(), d.stopIndex(), d.stopFleet(), d.sandboxes.Close(), d.stopTracer(ctx), d.lock.Release())
-	return errors.Join(errs...)
-}
-
-func (d *Daemon) close() error {
-	d.stopSandboxStart()
-	return errors.Join(d.closeEntryPoints(), d.closeHooks(), d.audit.Close(), d.stopIndex(), d.stopFleet(), d.sandboxes.Close(),
-		d.stopTracer(context.Background()))
-}
-
-// closeHooks saves the hook server's dedup state a last time.
-func (d *Daemon) closeHooks() error {
-	if d.hooks == nil {
-		return nil
-	}
-	return d.hooks.Close()
-}
-
-func (d *Daemon) closeEntryPoints() error {
-	d.stopAgents()
-	var errs []error
-	if d.door != nil {
-		errs = append(errs, d.door.Close())
-	}
-	d.upstreams.Close()
-	if d.sock != nil {
-		errs = append(errs, d.sock.Close())
-	}
-	return errors.Join(errs...)
-}
-
-// indexPoll is how often the index looks for new audit entries: its lag.
-const indexPoll = 250 * time.Millisecond
-
-// followIndex keeps the audit index caught up in the background: this
-// daemon is its one writer (auditindex), and answers the CLI's queries
-// from it (adminapi). Calls never wait for it.
-func (d *Daemon) followIndex(dir string) {
-	x := auditindex.New(dir, d.log, d.audit.Position)
-	ctx, cancel := context.WithCancel(context.Background())
-	d.index, d.indexStop, d.indexDone = x, cancel, make(chan struct{})
-	go func() {
-		defer close(d.indexDone)
-		x.Follow(ctx, indexPoll, nil)
-	}()
-}
-
-func (d *Daemon) stopIndex() error {
-	if d.index == nil {
-		return nil
-	}
-	d.indexStop()
-	<-d.indexDone
-	// One last catch-up: what the log got before it closed is indexed.
-	if _, err := d.index.CatchUp(); err != nil && !errors.Is(err, auditindex.ErrUnavailable) {
-		d.log.Warn("audit index: final catch-up", "err", err)
-	}
-	return d.index.Close()
-}
-
-// newTracer starts the trace exporter, this gateway named by its fleet id.
-func newTracer(ctx context.Context, home string, o *config.OTLP, log *slog.Logger) (*tracing.Tracer, error) {
-	id, err := identity.GatewayID(home)
-	if err != nil {
-		return nil, err
-	}
-	log.Info("exporting traces", "endpoint", o.Endpoint, "protocol", o.Protocol) // config refuses credentials in it
-	return tracing.New(ctx, o, id, log)
-}
-
-// stopTracer sends the spans still queued: a collector that does not take
-// them within the shutdown's time loses them, nothing else waits.
-func (d *Daemon) stopTracer(ctx context.Context) error {
-	if d.tracer == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := d.tracer.Shutdown(ctx); err != nil {
-		d.log.Warn("traces not all exported at shutdown", "err", err)
-	}
-	return nil
-}
-
-// fleetPoll is how often the fleet copy looks for new audit entries.
-const fleetPoll = 500 * time.Millisecond
-
-// followFleet starts copying the audit log into the fleet database when
-// gateway.audit.postgres is set. Only a DSN that cannot be used at all stops
-// the start; an unreachable database is the follower's to wait out, and
-// calls never wait for it.
-func (d *Daemon) followFleet(cfg *config.Config, store *secrets.Store) error {
-	id, err := identity.GatewayID(cfg.Home)
-	if err != nil {
-		return err
-	}
-	d.gatewayID = id
-	pg := cfg.Gateway.Audit.Postgres
-	if pg == nil {
-		d.log.Info("gateway id", "gateway", id)
-		return nil
-	}
-	dsn, err := auditpg.ExpandDSN(pg.DSN, store)
-	if err != nil {
-		return err
-	}
-	s, err := auditpg.Open(context.Background(), dsn, d.log)
-	if err != nil {
-		return fmt.Errorf("gateway.audit.postgres.dsn: %w", err)
-	}
-	d.log.Info("copying the audit log to the fleet database", "gateway", id, "dsn", auditpg.Redact(pg.DSN))
-	ctx, cancel := context.WithCancel(context.Background())
-	d.fleet, d.fleetStop, d.fleetDone = s, cancel, make(chan struct{})
-	go func() {
-		defer close(d.fleetDone)
-		s.Follow(ctx, cfg.Gateway.Audit.Dir, id, fleetPoll, nil)
-	}()
-	return nil
-}
-
-// fleetFinal bounds the last copy at shutdown: a database that is away
-// gets the rest on the next start, from the files.
-const fleetFinal = 5 * time.Second
-
-func (d *Daemon) stopFleet() error {
-	if d.fleet == nil {
-		return nil
-	}
-	d.fleetStop()
-	<-d.fleetDone
-	ctx, cancel := context.WithTimeout(context.Background(), fleetFinal)
-	defer cancel()
-	if _, err := d.fleet.CatchUp(ctx, d.config().Gateway.Audit.Dir, d.gatewayID); err != nil {
-		d.log.Warn("audit postgres: final copy; the rest follows on the next start", "err", err)
-	}
-	d.fleet.Close()
-	d.fleet = nil
-	return nil
 }
 
 // claudeTools are Claude Code's own tool names: labels for its hook calls.

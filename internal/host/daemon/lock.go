@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -29,4 +30,13 @@ func lockHome(home string) (*pidlock.Lock, error) {
 		return nil, fmt.Errorf("locking the home: %w", err)
 	}
 	return lock, nil
+}
+
+// homeLock holds HOME/serve.lock while the daemon serves.
+func (d *Daemon) homeLock() service {
+	var lock *pidlock.Lock
+	return service{name: "home lock", start: func(context.Context) (err error) {
+		lock, err = lockHome(d.opts.Home)
+		return err
+	}, stop: func(context.Context) error { return lock.Release() }}
 }

@@ -4,31 +4,34 @@
 package gateway
 
 import (
-	"crypto/rand"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
+	"maps"
+	"net/netip"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
-// Kind says what sort of call an entry describes; it is the audit entry's `type`.
-type Kind string
+// Kind says what sort of call an entry describes; it is the audit entry's
+// `type`. The names are the admin API's (api.Kind).
+type Kind = api.Kind
 
 const (
-	KindCore     Kind = "core_tool" // read, write, patch, exec: act inside the sandbox
-	KindTool     Kind = "tool"      // plugin tools: handler runs on the host
-	KindHook     Kind = "hook"      // Claude Code hook gate/tap
-	KindEgress   Kind = "egress"    // outbound connection through the proxy
-	KindModel    Kind = "model"     // a model API request through the model door
-	KindAdmin    Kind = "admin"     // admin API access (e.g. a refused token)
-	KindObserved Kind = "observed"  // what a transcript claims; never a decision
+	KindCore     = api.KindCore     // read, write, patch, exec: act inside the sandbox
+	KindTool     = api.KindTool     // plugin tools: handler runs on the host
+	KindHook     = api.KindHook     // Claude Code hook gate/tap
+	KindEgress   = api.KindEgress   // outbound connection through the proxy
+	KindModel    = api.KindModel    // a model API request through the model door
+	KindAdmin    = api.KindAdmin    // admin API access (e.g. a refused token)
+	KindObserved = api.KindObserved // what a transcript claims; never a decision
 	// KindCheckpoint is a signed checkpoint of the audit log's tree, which
 	// the audit writer writes into the log itself; no call.
-	KindCheckpoint Kind = "checkpoint"
+	KindCheckpoint = api.KindCheckpoint
 )
 
 // Kinds is every Kind, for checking a name given by a person.
-var Kinds = []Kind{KindCore, KindTool, KindHook, KindEgress, KindModel, KindAdmin, KindObserved, KindCheckpoint}
+var Kinds = api.Kinds
 
 // ViaAdmin is the entry point of the operator's own calls (the admin API,
 // behind an admin token): the only one trusted to ask for host secrets in
@@ -53,6 +56,11 @@ type Call struct {
 	Argv    []string // exec or plugin argv
 	Host    string   // egress
 	Port    int      // egress
+	// Egress and Model: the facts of an egress or a model call (nil for
+	// other kinds). After Prepare the gateway puts them into Detail for
+	// the record, where replay reads them back.
+	Egress *EgressFacts
+	Model  *ModelFacts
 
 	// Input is the call's whole standard input when a rule sent the call to
 	// a person: read before they are asked (at most MaxAskInput bytes),
@@ -60,13 +68,79 @@ type Call struct {
 	// for every other call (its input streams).
 	Input []byte
 
-	// Detail carries type-specific facts for the audit entry (peer credentials,
-	// egress addresses …). Keys are JSON field names.
+	// Detail carries what the audit entry records beyond the call's
+	// fields (peer credentials, timings, a hook's extras …). Keys are JSON
+	// field names. Policy never reads it: what policy reads is typed
+	// (the fields above, Egress, Model).
 	Detail map[string]any
 
 	// Prepared is the tool's own reading of Args, kept by its Prepare so Run
 	// and AuditArgs need not decode a large body again. Tool-private.
 	Prepared any
+}
+
+// EgressFacts are what policy reads of an egress call besides Host and
+// Port: the answer the name resolved to, looked up once and only when the
+// agent's allowlist admits the target (a name off the list is never
+// looked up: DNS would be a channel out for names policy refuses).
+type EgressFacts struct {
+	Resolved     []netip.Addr
+	ResolveError string // the lookup failed: policy refuses, naming it
+}
+
+// ModelFacts are what policy reads of a model call besides its
+// arguments: the model asked for, the provider's API and what the agent
+// had spent when the call was prepared, measured live or read back from
+// the decision entry (replay).
+type ModelFacts struct {
+	Name  string
+	API   string
+	Spent *ModelSpent // nil: not known, so no budget can be checked
+}
+
+// ModelSpent is what an agent has spent of its model budget.
+type ModelSpent struct {
+	Requests1m int     `json:"requests1m"`
+	Tokens1h   int64   `json:"tokens1h"`
+	Tokens1d   int64   `json:"tokens1d"`
+	Cost1h     float64 `json:"cost1h"`
+	Cost1d     float64 `json:"cost1d"`
+	// RetryAfter is when the oldest request of the last minute leaves it.
+	RetryAfter time.Duration `json:"retryAfterNs"`
+}
+
+// recordFacts puts the call's typed facts into its detail, where its
+// entries and observers read them: one source for what policy saw and
+// what is recorded.
+func (c *Call) recordFacts() {
+	if c.Egress == nil && c.Model == nil {
+		return
+	}
+	c.Detail = maps.Clone(c.Detail)
+	if c.Detail == nil {
+		c.Detail = map[string]any{}
+	}
+	if e := c.Egress; e != nil {
+		addrs := make([]string, len(e.Resolved))
+		for i, a := range e.Resolved {
+			addrs[i] = a.String()
+		}
+		c.Detail["resolved"] = addrs
+		if e.ResolveError != "" {
+			c.Detail["resolveError"] = e.ResolveError
+		}
+	}
+	m := c.Model
+	if m == nil {
+		return
+	}
+	c.Detail["model"] = m.Name
+	if m.API != "" {
+		c.Detail["api"] = m.API // gen_ai.provider.name in traces
+	}
+	if m.Spent != nil {
+		c.Detail["spent"] = *m.Spent
+	}
 }
 
 // ArgsMap decodes Args for policy evaluation; non-object arguments yield nil.
@@ -91,30 +165,26 @@ type Decision struct {
 	Shadow *Shadow `json:"shadow,omitempty"`
 }
 
-// Shadow is the would-be decision of shadow-mode rules.
-type Shadow struct {
-	Verdict string   `json:"verdict"` // allow or deny, had the shadow rules been enforced
-	Rule    string   `json:"rule"`
-	Reason  string   `json:"reason,omitempty"`
-	Matched []string `json:"matched"` // every shadow rule that matched
-}
+// Shadow is the would-be decision of shadow-mode rules; the gate's answer
+// carries it too (proto.Shadow).
+type Shadow = proto.Shadow
 
 // The decisions an audit entry can carry: Verdict's, and those of the
 // entries that record what happened rather than decide (Observation).
 const (
-	VerdictAllow    = "allow"
-	VerdictDeny     = "deny"
-	VerdictAsk      = "ask"
-	VerdictReported = "reported" // Claude Code's tap: a tool ran
-	VerdictObserved = "observed" // a transcript's claim
-	VerdictSigned   = "signed"   // a checkpoint of the audit log
+	VerdictAllow    = api.VerdictAllow
+	VerdictDeny     = api.VerdictDeny
+	VerdictAsk      = api.VerdictAsk
+	VerdictReported = api.VerdictReported // Claude Code's tap: a tool ran
+	VerdictObserved = api.VerdictObserved // a transcript's claim
+	VerdictSigned   = api.VerdictSigned   // a checkpoint of the audit log
 )
 
-// Verdicts is every decision an entry can carry.
-var Verdicts = []string{VerdictAllow, VerdictDeny, VerdictAsk, VerdictReported, VerdictObserved, VerdictSigned}
-
-// Phases is every phase an entry can be in.
-var Phases = []string{PhaseDecision, PhaseResult, PhaseAsk}
+// Verdicts is every decision an entry can carry; Phases every phase.
+var (
+	Verdicts = api.Verdicts
+	Phases   = api.Phases
+)
 
 // Verdict renders the decision as it appears in the audit log.
 func (d Decision) Verdict() string {
@@ -127,10 +197,5 @@ func (d Decision) Verdict() string {
 	return VerdictDeny
 }
 
-// NewID returns a time-ordered, random call id: sortable by creation, unguessable.
-func NewID() string {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixNano()))
-	_, _ = rand.Read(b[8:])
-	return hex.EncodeToString(b[:])
-}
+// NewID returns a time-ordered, random call id (api.NewID).
+func NewID() string { return api.NewID() }

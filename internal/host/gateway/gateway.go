@@ -381,7 +381,9 @@ func Prepare(snap *Snapshot, call *Call) (Tool, *Decision) {
 	if call.Kind == "" {
 		call.Kind = tool.Kind()
 	}
-	if err := tool.Prepare(call, agent); err != nil {
+	err := tool.Prepare(call, agent)
+	call.recordFacts()
+	if err != nil {
 		var r *Refusal
 		if errors.As(err, &r) {
 			return tool, &Decision{Rule: r.Rule, Reason: r.Reason}

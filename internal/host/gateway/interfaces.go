@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // Decider is policy: it decides one prepared call. It must not block on I/O.
@@ -119,13 +121,8 @@ type Streams struct {
 	Stderr io.Writer
 }
 
-// Result is what a finished call returns.
-type Result struct {
-	ExitCode *int `json:"exitCode,omitempty"`
-	// Output is the tool-specific result body (read text, exec output …).
-	Output any    `json:"output,omitempty"`
-	Error  string `json:"error,omitempty"`
-}
+// Result is what a finished call returns (api.Result: the admin API's).
+type Result = api.Result
 
 // Sandbox is one agent's isolated environment, as the core tools need it.
 type Sandbox interface {
@@ -169,6 +166,19 @@ type ExecSpec struct {
 	Timeout time.Duration // kills the whole process tree when reached
 	CallID  string        // exported to the process as TOOLGATE_CALL_ID
 	Session string        // the call's session hint, exported as TOOLGATE_SESSION
+}
+
+// Outputs are where the process's stdout and stderr go: a nil writer
+// discards its stream.
+func (s *ExecSpec) Outputs() (stdout, stderr io.Writer) {
+	return orDiscard(s.Stdout), orDiscard(s.Stderr)
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
 }
 
 // ExecOutcome is how a sandbox process ended.

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/cli"
+	"github.com/toolgate/toolgate/internal/host/assemble"
 	"github.com/toolgate/toolgate/internal/host/config"
-	"github.com/toolgate/toolgate/internal/host/daemon"
 )
 
 func newConfigCmd(g *cli.Globals) *cobra.Command {
@@ -20,7 +20,7 @@ func newConfigCmd(g *cli.Globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := daemon.Build(cfg, nil); err != nil {
+			if _, err := assemble.Build(cfg, nil, nil); err != nil {
 				return err
 			}
 			n := func(k int, noun string) string {

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/cli"
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/auth"
 	"github.com/toolgate/toolgate/internal/host/config"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 func newInitCmd(g *cli.Globals) *cobra.Command {
@@ -34,7 +34,7 @@ func newInitCmd(g *cli.Globals) *cobra.Command {
 			default:
 				return err
 			}
-			tokenPath := filepath.Join(g.Home, adminclient.TokenFile)
+			tokenPath := filepath.Join(g.Home, api.TokenFile)
 			if _, err := os.Stat(tokenPath); err == nil && !force {
 				fmt.Fprintf(os.Stderr, "keeping existing admin token %s\n", tokenPath)
 				return nil

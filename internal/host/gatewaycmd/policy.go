@@ -7,10 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/cli"
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
+	"github.com/toolgate/toolgate/internal/host/assemble"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/config"
-	"github.com/toolgate/toolgate/internal/host/daemon"
 	"github.com/toolgate/toolgate/internal/host/door/egress"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/hookcall"
@@ -18,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/replay"
 	"github.com/toolgate/toolgate/internal/lib/textsafe"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/proto/hooks"
 )
 
@@ -64,7 +64,7 @@ The agent, tool and arguments are words in that order, or the flags --agent, --t
 				if err != nil {
 					return err
 				}
-				raw, err := c.Eval(cmd.Context(), adminclient.EvalRequest{Agent: agent, Tool: tool, Args: call.Args})
+				raw, err := c.Eval(cmd.Context(), api.EvalRequest{Agent: agent, Tool: tool, Args: call.Args})
 				if err != nil {
 					return err
 				}
@@ -76,7 +76,7 @@ The agent, tool and arguments are words in that order, or the flags --agent, --t
 				if err != nil {
 					return err
 				}
-				built, err := daemon.Build(cfg, nil)
+				built, err := assemble.Build(cfg, nil, nil)
 				if err != nil {
 					return err
 				}
@@ -208,7 +208,7 @@ a call whose arguments were cut when recorded is marked approximate (~).`,
 			if err != nil {
 				return err
 			}
-			built, err := daemon.Build(cfg, nil)
+			built, err := assemble.Build(cfg, nil, nil)
 			if err != nil {
 				return err
 			}

@@ -1,15 +1,12 @@
 package gatewaycmd
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/cli"
-	"github.com/toolgate/toolgate/internal/host/sandbox/docker"
-	"github.com/toolgate/toolgate/internal/host/sandbox/kube"
+	"github.com/toolgate/toolgate/internal/host/daemon"
 	"github.com/toolgate/toolgate/internal/host/sandbox/rootfs"
 )
 
@@ -70,14 +67,13 @@ linked (CGO_ENABLED=0), running toolgate-gateway serve.`,
 				return cli.UsageErr(cmd, "--gateway writes an OCI archive: give --oci FILE")
 			}
 			if oci != "" {
-				return writeOCI(cmd.Context(), oci, tag, p, gw)
+				if err := daemon.WriteOCI(cmd.Context(), oci, tag, p, rootfs.Env{Log: os.Stderr}, gw); err != nil {
+					return err
+				}
+				fmt.Println("wrote", tag, "to", oci)
+				return nil
 			}
-			mgr, err := docker.New(cmd.Context(), docker.Options{})
-			if err != nil {
-				return err
-			}
-			defer mgr.Close()
-			built, err := mgr.BuildImage(cmd.Context(), tag, p, rootfs.Env{Log: os.Stderr}, force)
+			built, err := daemon.BuildImage(cmd.Context(), tag, p, rootfs.Env{Log: os.Stderr}, force)
 			if err != nil {
 				return err
 			}
@@ -96,35 +92,4 @@ linked (CGO_ENABLED=0), running toolgate-gateway serve.`,
 	image.Flags().BoolVar(&gw, "gateway", false, "with --oci: the gateway's image (toolgate-gateway serve)")
 	cmd.AddCommand(image)
 	return cmd
-}
-
-// writeOCI writes the image for the kubernetes backend, with the binaries
-// found beside this program.
-func writeOCI(ctx context.Context, path, tag string, p rootfs.Profile, gateway bool) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	dir := filepath.Dir(exe)
-	bins := kube.Binaries{Client: filepath.Join(dir, "toolgate-client"), Launcher: filepath.Join(dir, "toolgate-launch")}
-	if gateway {
-		bins.Gateway = exe
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	if err := kube.WriteImage(ctx, f, tag, p, rootfs.Env{Log: os.Stderr}, bins); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	fmt.Println("wrote", tag, "to", path)
-	return nil
 }

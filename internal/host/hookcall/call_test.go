@@ -26,6 +26,7 @@ func preInput(tool, toolInput, cwd string) string {
 }
 
 func TestToCallSamples(t *testing.T) {
+	t.Parallel()
 	in := mustParse(t, string(readSample(t, "hook-input-PreToolUse-Bash.json")))
 	call, err := ToCall(in, "/workspace")
 	if err != nil {
@@ -71,6 +72,7 @@ func TestToCallSamples(t *testing.T) {
 }
 
 func TestToCallPaths(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		tool, input, cwd, want string
 	}{
@@ -98,6 +100,7 @@ func TestToCallPaths(t *testing.T) {
 }
 
 func TestToCallBad(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, tool, input, workspace string
 		want                         error
@@ -126,6 +129,7 @@ func TestToCallBad(t *testing.T) {
 }
 
 func TestToCallMCPServerWithUnderscores(t *testing.T) {
+	t.Parallel()
 	in := mustParse(t, `{"hook_event_name":"PreToolUse","tool_name":"mcp__my__srv__do_it","tool_use_id":"t","tool_input":{},"mcp_server":{"name":"my__srv"}}`)
 	call, err := ToCall(in, "/w")
 	if err != nil {
@@ -137,6 +141,7 @@ func TestToCallMCPServerWithUnderscores(t *testing.T) {
 }
 
 func TestToCallBoundsArgs(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("é", hooks.PolicyStringLimit) // 2 bytes each: cut mid-rune must not happen
 	in := mustParse(t, preInput("Bash", `{"command":"`+long+`"}`, "/w"))
 	call, err := ToCall(in, "/w")
@@ -156,6 +161,7 @@ func TestToCallBoundsArgs(t *testing.T) {
 }
 
 func TestAuditArgs(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		tool, in, want string
 	}{
@@ -177,6 +183,7 @@ func TestAuditArgs(t *testing.T) {
 }
 
 func TestBoundResponse(t *testing.T) {
+	t.Parallel()
 	read := `{"type":"text","file":{"filePath":"/a","content":"secret file body","numLines":1}}`
 	if got := string(hooks.BoundResponse("Read", json.RawMessage(read))); got != `{"file":{"content":{"bytes":16},"filePath":"/a","numLines":1},"type":"text"}` {
 		t.Fatalf("read: %s", got)

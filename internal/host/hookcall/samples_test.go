@@ -27,6 +27,7 @@ func readSample(t testing.TB, name string) []byte {
 // input toolgate reads (and must parse and map) or a record of what the CLI
 // itself sent, named here so a new sample cannot be silently ignored.
 func TestSamples(t *testing.T) {
+	t.Parallel()
 	entries, err := os.ReadDir(samples)
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ func kinds(obs []Observation) string {
 }
 
 func TestStreamJSONSamples(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ file, want string }{
 		{"stream-json-allowed-run.jsonl", "tool_use= tool_result= permission_decision=accept"},
 		{"stream-json-ask-headless.jsonl", "tool_use= permission_denied=deny tool_result= permission_decision=reject permission_denial=deny"},
@@ -65,6 +66,7 @@ func TestStreamJSONSamples(t *testing.T) {
 }
 
 func TestStreamJSONDetails(t *testing.T) {
+	t.Parallel()
 	obs := collect(t, readSample(t, "stream-json-deny-json.jsonl"))
 	res, dec := obs[1], obs[2]
 	if !res.IsError || res.Content != "PreToolUse:Bash hook error: GATE-DENY: json deny reason" {
@@ -85,6 +87,7 @@ func TestStreamJSONDetails(t *testing.T) {
 
 // Observations become entries that can never pass for decisions.
 func TestObservationEntry(t *testing.T) {
+	t.Parallel()
 	for _, o := range collect(t, readSample(t, "stream-json-ask-headless.jsonl")) {
 		e := o.Observed("demo")
 		if e.Type != "observed" || e.Verdict != DecisionObserved || e.Verdict == "allow" || e.Verdict == "deny" {
@@ -104,6 +107,7 @@ func TestObservationEntry(t *testing.T) {
 }
 
 func TestStreamJSONTolerance(t *testing.T) {
+	t.Parallel()
 	full := readSample(t, "stream-json-deny-json.jsonl")
 	want := len(collect(t, full))
 

@@ -8,6 +8,7 @@ import (
 )
 
 func TestToolPrepare(t *testing.T) {
+	t.Parallel()
 	tool := Tool()
 	tests := []struct {
 		name string

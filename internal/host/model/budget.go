@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/host/gateway"
 )
 
 // Rule names of model decisions, as the audit entry's `rule` shows them.
@@ -30,15 +32,7 @@ type Budget struct {
 // Spent is what an agent used in the windows a Budget limits, as measured
 // when its call was prepared. Recorded with the decision, it makes the
 // decision reproducible from the audit log.
-type Spent struct {
-	Requests1m int     `json:"requests1m"`
-	Tokens1h   int64   `json:"tokens1h"`
-	Tokens1d   int64   `json:"tokens1d"`
-	Cost1h     float64 `json:"cost1h"`
-	Cost1d     float64 `json:"cost1d"`
-	// RetryAfter is when the oldest request of the last minute leaves it.
-	RetryAfter time.Duration `json:"retryAfterNs"`
-}
+type Spent = gateway.ModelSpent
 
 // Check decides one more request against the budget. A refusal names its
 // rule and says what was spent of what.

@@ -10,6 +10,7 @@ import (
 )
 
 func TestEndpointOf(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		api          API
 		method, path string
@@ -33,6 +34,7 @@ func TestEndpointOf(t *testing.T) {
 }
 
 func TestParseRequest(t *testing.T) {
+	t.Parallel()
 	webSearch := ServerTool{Kind: "web_search", Type: "web_search_20250305", Name: "web_search"}
 	for _, c := range []struct {
 		name string
@@ -108,6 +110,7 @@ func TestParseRequest(t *testing.T) {
 // Anthropic and OpenAI SDKs' request types), become server tool facts:
 // kind, type, name, URL and host; client tools do not.
 func TestServerTools(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		ep   Endpoint
@@ -170,6 +173,7 @@ func TestServerTools(t *testing.T) {
 }
 
 func TestWithStreamUsage(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ in, want, err string }{
 		{`{"model":"m","stream":true,"messages":[{"content":"<b>&</b>"}]}`,
 			`{"stream_options":{"include_usage":true},"model":"m","stream":true,"messages":[{"content":"<b>&</b>"}]}`, ""},
@@ -206,6 +210,7 @@ func TestWithStreamUsage(t *testing.T) {
 }
 
 func TestParseResponse(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		ep   Endpoint
@@ -252,6 +257,7 @@ const responsesSSE = "event: response.created\n" + `data: {"type":"response.crea
 	"event: response.completed\n" + `data: {"type":"response.completed","response":{"model":"gpt-5","status":"completed","output":[{"type":"function_call","call_id":"call_fake1"}],"usage":{"input_tokens":100,"output_tokens":7}}}` + "\n\n"
 
 func TestStream(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		ep   Endpoint
@@ -278,6 +284,7 @@ func TestStream(t *testing.T) {
 }
 
 func TestStreamCutAndErrors(t *testing.T) {
+	t.Parallel()
 	s := NewStream(Messages)
 	s.Write([]byte(anthropicSSE[:strings.Index(anthropicSSE, "event: message_delta")]))
 	s.Close()
@@ -299,6 +306,7 @@ func TestStreamCutAndErrors(t *testing.T) {
 }
 
 func TestPrices(t *testing.T) {
+	t.Parallel()
 	ps := Prices{"claude-*": {Input: 1}, "claude-sonnet-4*": {Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75}, "gpt-5": {Input: 2}}
 	p, ok := ps.Lookup("claude-sonnet-4-5")
 	if !ok || p.Input != 3 {
@@ -319,6 +327,7 @@ func TestPrices(t *testing.T) {
 }
 
 func TestBudget(t *testing.T) {
+	t.Parallel()
 	b := Budget{RequestsPerMinute: 2, TokensPerDay: 100, CostPerHour: 1}
 	if _, _, ok := b.Check(Spent{Requests1m: 1, Tokens1d: 99, Cost1h: 0.5}); !ok {
 		t.Fatal("under budget refused")
@@ -341,6 +350,7 @@ func TestBudget(t *testing.T) {
 }
 
 func TestErrorBodies(t *testing.T) {
+	t.Parallel()
 	var a struct {
 		Type  string
 		Error struct{ Type, Message string }

@@ -3,9 +3,11 @@ package model
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/toolgate/toolgate/internal/lib/sse"
 )
 
-// maxEventBytes bounds one SSE event the scanner parses. A longer one is
+// maxEventBytes bounds one SSE event the stream parses. A longer one is
 // still passed on to the client; only its facts are not read (the usage
 // events it needs are small).
 const maxEventBytes = 1 << 20
@@ -14,95 +16,28 @@ const maxEventBytes = 1 << 20
 // Write never fails and never holds the stream back, so the door tees the
 // upstream's bytes into it on their way to the client.
 type Stream struct {
-	ep      Endpoint
-	out     Outcome
-	line    []byte // the current line, up to maxEventBytes
-	long    bool   // the current line outgrew the bound and is skipped
-	event   string // the current event's "event:" field
-	data    []byte // the current event's data lines, joined by \n
-	skipped bool   // the current event's data outgrew the bound
-	done    bool   // the answer said it ended ([DONE], message_stop, response.completed)
+	ep   Endpoint
+	out  Outcome
+	sse  *sse.Parser
+	done bool // the answer said it ended ([DONE], message_stop, response.completed)
 }
 
 // NewStream starts reading a streamed answer of endpoint e.
-func NewStream(e Endpoint) *Stream { return &Stream{ep: e} }
+func NewStream(e Endpoint) *Stream {
+	s := &Stream{ep: e}
+	s.sse = sse.NewParser(maxEventBytes, s.Event)
+	return s
+}
 
 // Write consumes the next bytes of the stream.
-func (s *Stream) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			s.appendLine(p)
-			break
-		}
-		s.appendLine(p[:i])
-		p = p[i+1:]
-		s.endLine()
-	}
-	return n, nil
-}
-
-func (s *Stream) appendLine(p []byte) {
-	if s.long {
-		return
-	}
-	if len(s.line)+len(p) > maxEventBytes {
-		s.long, s.line = true, s.line[:0]
-		return
-	}
-	s.line = append(s.line, p...)
-}
-
-// endLine handles one complete line (SSE: field lines, a blank line ends
-// the event; \r\n and \n both end lines).
-func (s *Stream) endLine() {
-	line := bytes.TrimSuffix(s.line, []byte("\r"))
-	long := s.long
-	s.line, s.long = s.line[:0], false
-	if long {
-		s.skipped = true
-		return
-	}
-	if len(line) == 0 {
-		s.dispatch()
-		return
-	}
-	field, value, _ := bytes.Cut(line, []byte(":"))
-	value = bytes.TrimPrefix(value, []byte(" "))
-	switch string(field) {
-	case "event":
-		s.event = string(value)
-	case "data":
-		if s.skipped {
-			return
-		}
-		if len(s.data)+len(value)+1 > maxEventBytes {
-			s.skipped, s.data = true, s.data[:0]
-			return
-		}
-		if len(s.data) > 0 {
-			s.data = append(s.data, '\n')
-		}
-		s.data = append(s.data, value...)
-	}
-}
+func (s *Stream) Write(p []byte) (int, error) { return s.sse.Write(p) }
 
 // Close ends the stream: an event not closed by a blank line is read too.
-func (s *Stream) Close() error {
-	if len(s.line) > 0 || s.long {
-		s.endLine()
-	}
-	s.dispatch()
-	return nil
-}
+func (s *Stream) Close() error { return s.sse.Close() }
 
-func (s *Stream) dispatch() {
-	event, data, skipped := s.event, s.data, s.skipped
-	s.event, s.data, s.skipped = "", s.data[:0], false
-	if skipped || len(data) == 0 {
-		return
-	}
+// Event reads one event of the stream, for a reader that parses the SSE
+// itself (the agent loop, which reads the same events for their text).
+func (s *Stream) Event(event string, data []byte) {
 	if bytes.Equal(data, []byte("[DONE]")) {
 		s.done = true
 		return

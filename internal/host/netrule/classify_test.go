@@ -90,6 +90,7 @@ func boundaryProbes(prefix string, class, before, after Class) []probe {
 }
 
 func TestClassifyRanges(t *testing.T) {
+	t.Parallel()
 	var probes []probe
 	for _, r := range ranges4 {
 		probes = append(probes, boundaryProbes(r.prefix, r.class, r.before, r.after)...)
@@ -122,6 +123,7 @@ func TestClassifyRanges(t *testing.T) {
 
 // Every IPv4 boundary address, in every IPv6 encoding that carries it.
 func TestClassifyEmbeddedIPv4(t *testing.T) {
+	t.Parallel()
 	var probes []probe
 	for _, r := range ranges4 {
 		probes = append(probes, boundaryProbes(r.prefix, r.class, r.before, r.after)...)
@@ -177,6 +179,7 @@ func TestClassifyEmbeddedIPv4(t *testing.T) {
 }
 
 func TestClassifyIssueExamples(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{
 		"[::ffff:169.254.169.254]:80", "[64:ff9b::a9fe:a9fe]:80", "[2002:a9fe:a9fe::]:80",
 		"2852039166:80", "0251.0376.0251.0376:80", "0xa9fea9fe:80", "[::a9fe:a9fe]:80",
@@ -219,6 +222,7 @@ func teredoAddr(server, client [4]byte) netip.Addr {
 
 // With nested operator prefixes the longest one says where the IPv4 sits.
 func TestClassifyNAT64LongestPrefix(t *testing.T) {
+	t.Parallel()
 	c := Classifier{NAT64: []netip.Prefix{
 		netip.MustParsePrefix("2a00:1::/32"), netip.MustParsePrefix("2a00:1:2:3:4:5::/96"),
 		netip.MustParsePrefix("2a00:1:2::/47"), // not an RFC 6052 length: ignored
@@ -234,6 +238,7 @@ func TestClassifyNAT64LongestPrefix(t *testing.T) {
 }
 
 func TestClassString(t *testing.T) {
+	t.Parallel()
 	for c, want := range map[Class]string{Global: "global", Private: "private", Metadata: "metadata"} {
 		if c.String() != want {
 			t.Errorf("%d.String() = %q", c, c.String())

@@ -3,6 +3,7 @@ package netrule
 import "testing"
 
 func TestLoopback(t *testing.T) {
+	t.Parallel()
 	for s, want := range map[string]bool{
 		"localhost:8080": true, "LOCALHOST:1": true, "api.localhost:443": true, "127.0.0.1:80": true,
 		"127.9.9.9:80": true, "[::1]:80": true, "[::ffff:127.0.0.1]:80": true, "2130706433:80": true,

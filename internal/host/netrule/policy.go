@@ -67,9 +67,22 @@ func (p *Policy) Vet(addrs []netip.Addr, classify func(netip.Addr) Class) gatewa
 	return gateway.Decision{Allow: true, Rule: "egress.addresses", Reason: "every address is permitted"}
 }
 
-// Resolved returns the answer Prepare pinned, from a live call's detail or
-// one read back from the audit log (replay).
-func Resolved(detail map[string]any) ([]netip.Addr, error) {
+// RecordedFacts reads an egress call's facts back from its decision
+// entry's detail (replay); nil when the entry holds no answer (its target
+// was never looked up).
+func RecordedFacts(detail map[string]any) (*gateway.EgressFacts, error) {
+	if _, ok := detail["resolved"]; !ok {
+		return nil, nil
+	}
+	addrs, err := resolved(detail)
+	if err != nil {
+		return nil, err
+	}
+	e, _ := detail["resolveError"].(string)
+	return &gateway.EgressFacts{Resolved: addrs, ResolveError: e}, nil
+}
+
+func resolved(detail map[string]any) ([]netip.Addr, error) {
 	var ss []string
 	switch v := detail["resolved"].(type) {
 	case []string:
@@ -114,14 +127,14 @@ func (p *Policy) Decide(call *gateway.Call) gateway.Decision {
 	if !allow.Allow {
 		return allow
 	}
-	if e, _ := call.Detail["resolveError"].(string); e != "" {
-		return gateway.Decision{Rule: RuleResolve, Reason: fmt.Sprintf("resolving %s: %s", tg.Host, e)}
+	f := call.Egress
+	switch {
+	case f == nil:
+		return gateway.Decision{Rule: RuleResolve, Reason: "egress: the call holds no resolved answer"}
+	case f.ResolveError != "":
+		return gateway.Decision{Rule: RuleResolve, Reason: fmt.Sprintf("resolving %s: %s", tg.Host, f.ResolveError)}
 	}
-	addrs, err := Resolved(call.Detail)
-	if err != nil {
-		return gateway.Decision{Rule: RuleResolve, Reason: err.Error()}
-	}
-	if d := p.Vet(addrs, nil); !d.Allow {
+	if d := p.Vet(f.Resolved, nil); !d.Allow {
 		return d
 	}
 	return allow

@@ -8,6 +8,7 @@ import (
 
 // The pure decision functions, as the gateway's pipeline calls them.
 func TestPolicyVetIsPure(t *testing.T) {
+	t.Parallel()
 	p := &Policy{}
 	if d := p.Vet([]netip.Addr{netip.MustParseAddr("8.8.8.8"), netip.MustParseAddr("2606:4700::1111")}, nil); !d.Allow {
 		t.Errorf("global answer refused: %+v", d)

@@ -4,6 +4,7 @@ import "testing"
 
 // Samples from RFC 3492 §7.1 (mixed case is kept by the raw encoder).
 func TestPunycodeEncodeRFC3492(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ in, want string }{
 		{"\u0644\u064A\u0647\u0645\u0627\u0628\u062A\u0643\u0644\u0645\u0648\u0634\u0639\u0631\u0628\u064A\u061F", "egbpdaj6bu4bxfgehfvwxn"},
 		{"\u4ED6\u4EEC\u4E3A\u4EC0\u4E48\u4E0D\u8BF4\u4E2D\u6587", "ihqwcrb4cv8a8dqg056pqjye"},

@@ -6,6 +6,7 @@ import (
 )
 
 func TestParseRuleValid(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in   string
 		want Rule
@@ -29,6 +30,7 @@ func TestParseRuleValid(t *testing.T) {
 }
 
 func TestParseRuleInvalid(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ in, why string }{
 		{"*:443", "bare *"},
 		{"*", "missing port"},
@@ -61,6 +63,7 @@ func TestParseRuleInvalid(t *testing.T) {
 }
 
 func TestRuleMatch(t *testing.T) {
+	t.Parallel()
 	rules, err := ParseRules([]string{"api.github.com:443", "*.pythonhosted.org:443", "10.0.0.5:5432"})
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +108,7 @@ func TestRuleMatch(t *testing.T) {
 }
 
 func TestParseRulesReportsEveryError(t *testing.T) {
+	t.Parallel()
 	rules, err := ParseRules([]string{"ok.example:443", "*:443", "*.com:443", "missing.port"})
 	if len(rules) != 1 || rules[0].Host != "ok.example" {
 		t.Errorf("rules = %+v", rules)

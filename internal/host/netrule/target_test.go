@@ -8,6 +8,7 @@ import (
 )
 
 func TestParseTargetValid(t *testing.T) {
+	t.Parallel()
 	label63 := strings.Repeat("a", 63)
 	name253 := strings.Repeat(label63+".", 3) + strings.Repeat("b", 61) // 3*64 + 61 = 253
 	cases := []struct {
@@ -76,6 +77,7 @@ func TestParseTargetValid(t *testing.T) {
 }
 
 func TestParseTargetInvalid(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ in, why string }{
 		{"example.com", "missing port"},
 		{"example.com:", "missing port"},
@@ -161,6 +163,7 @@ func ipv4Spellings(a netip.Addr) []string {
 }
 
 func TestParseTargetIPv4Spellings(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{"0.0.0.0", "127.0.0.1", "169.254.169.254", "10.1.2.3", "8.8.8.8", "255.255.255.255", "100.100.100.200"} {
 		a := netip.MustParseAddr(s)
 		for _, sp := range ipv4Spellings(a) {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/toolgate/toolgate/internal/lib/capped"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,43 +20,27 @@ import (
 
 	"github.com/toolgate/toolgate/internal/host/config"
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/host/gateway/gatewaytest"
 	"github.com/toolgate/toolgate/internal/host/secrets"
+	"github.com/toolgate/toolgate/internal/lib/capped"
 )
 
 const token = "s3cr3t-T0KEN-value-42"
 
-type memAudit struct {
-	mu      sync.Mutex
-	entries []*gateway.Entry
-}
-
-func (m *memAudit) Append(e *gateway.Entry) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.entries = append(m.entries, e)
-	return nil
-}
-
-func (m *memAudit) json(t *testing.T) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b, err := json.Marshal(m.entries)
+// entriesJSON is every entry the sink holds, as JSON: where a leaked
+// secret would show.
+func entriesJSON(t *testing.T, s *gatewaytest.Sink) string {
+	b, err := json.Marshal(s.Entries())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return string(b)
 }
 
-type allowAll struct{}
-
-func (allowAll) Decide(*gateway.Call) gateway.Decision {
-	return gateway.Decision{Allow: true, Rule: "test"}
-}
-
 // harness runs plugin tools through the real pipeline, as the socket will.
 type harness struct {
 	gw      *gateway.Gateway
-	audit   *memAudit
+	audit   *gatewaytest.Sink
 	hostDir string
 }
 
@@ -71,12 +54,12 @@ func newHarness(t *testing.T, plugins map[string]config.Plugin, defs map[string]
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{audit: &memAudit{}, hostDir: t.TempDir()}
+	h := &harness{audit: &gatewaytest.Sink{}, hostDir: t.TempDir()}
 	agents := map[string]gateway.AgentInfo{}
 	for _, a := range []string{"demo", "other"} {
 		agents[a] = gateway.AgentInfo{Name: a, Workspace: "/workspace", HostDir: h.hostDir}
 	}
-	h.gw = gateway.New(gateway.Options{Audit: h.audit}, &gateway.Snapshot{Agents: agents, Tools: tools, Decider: allowAll{}})
+	h.gw = gateway.New(gateway.Options{Audit: h.audit}, &gateway.Snapshot{Agents: agents, Tools: tools, Decider: gatewaytest.AllowAll})
 	return h
 }
 
@@ -115,6 +98,7 @@ var tokenDefs = map[string]config.Secret{
 }
 
 func TestSecretReachesHandlerEnvOnly(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]config.Plugin{
 		"hash": {Kind: "command", Command: "/bin/sh", Args: []string{"-c", `printf %s "$TOKEN" | sha256sum`}, Env: map[string]string{"TOKEN": "{{secret:tok}}"}},
 		"env":  {Kind: "command", Command: "/usr/bin/env", Env: map[string]string{"TOKEN": "Bearer {{secret:tok}}", "PLAIN": "x"}},
@@ -141,12 +125,13 @@ func TestSecretReachesHandlerEnvOnly(t *testing.T) {
 	if !strings.Contains(o.stdout, "TOKEN=Bearer "+secrets.Redacted) || strings.Contains(o.stdout, token) {
 		t.Errorf("stdout not redacted: %q", o.stdout)
 	}
-	if strings.Contains(h.audit.json(t), token) {
+	if strings.Contains(entriesJSON(t, h.audit), token) {
 		t.Error("secret value in the audit entries")
 	}
 }
 
 func TestSecretScope(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]config.Plugin{
 		"hash":  {Kind: "command", Command: "/bin/sh", Args: []string{"-c", `printf %s "$TOKEN"`}, Env: map[string]string{"TOKEN": "{{secret:tok}}"}},
 		"other": {Kind: "command", Command: "/bin/sh", Args: []string{"-c", `printf %s "$TOKEN"`}, Env: map[string]string{"TOKEN": "{{secret:tok}}"}},
@@ -163,12 +148,13 @@ func TestSecretScope(t *testing.T) {
 			t.Errorf("%s/%s: secret leaked", tc.agent, tc.tool)
 		}
 	}
-	if strings.Contains(h.audit.json(t), token) {
+	if strings.Contains(entriesJSON(t, h.audit), token) {
 		t.Error("secret value in the audit entries")
 	}
 }
 
 func TestErrorsAreRedacted(t *testing.T) {
+	t.Parallel()
 	// A secret that happens to be part of what an error shows (here: the
 	// missing binary's path) is redacted from the error and the audit.
 	missing := "/nonexistent/" + token
@@ -179,7 +165,7 @@ func TestErrorsAreRedacted(t *testing.T) {
 	if o.err == nil || !strings.Contains(o.err.Error(), secrets.Redacted) {
 		t.Fatalf("err = %v, want a redacted start error", o.err)
 	}
-	for what, s := range map[string]string{"error": o.err.Error(), "audit": h.audit.json(t)} {
+	for what, s := range map[string]string{"error": o.err.Error(), "audit": entriesJSON(t, h.audit)} {
 		if strings.Contains(s, token) {
 			t.Errorf("secret in the %s: %s", what, s)
 		}
@@ -187,6 +173,7 @@ func TestErrorsAreRedacted(t *testing.T) {
 }
 
 func TestArgvIsLiteral(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]config.Plugin{
 		"printf": {Kind: "command", Command: "/usr/bin/printf", Args: []string{"[%s]"}, Cwd: "workspace"},
 	}, nil)
@@ -210,6 +197,7 @@ func TestArgvIsLiteral(t *testing.T) {
 }
 
 func TestStdinStreams(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]config.Plugin{
 		"cat":  {Kind: "command", Command: "/bin/cat"},
 		"echo": {Kind: "builtin", Builtin: "toolgate-echo"},
@@ -225,6 +213,7 @@ func TestStdinStreams(t *testing.T) {
 }
 
 func TestExitCodeAndBufferedOutput(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]config.Plugin{
 		"sh": {Kind: "command", Command: "/bin/sh", Args: []string{"-c", `echo out; echo err >&2; exit 3`}},
 	}, nil)
@@ -283,6 +272,7 @@ func hanger(pidFile string, timeout time.Duration) config.Plugin {
 }
 
 func TestTimeoutKillsProcessTree(t *testing.T) {
+	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	h := newHarness(t, map[string]config.Plugin{"hang": hanger(pidFile, 300*time.Millisecond)}, nil)
 	o := h.call(context.Background(), "demo", "hang", argv(), "")
@@ -293,6 +283,7 @@ func TestTimeoutKillsProcessTree(t *testing.T) {
 }
 
 func TestCancelKillsProcessTree(t *testing.T) {
+	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	h := newHarness(t, map[string]config.Plugin{"hang": hanger(pidFile, 0)}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -308,6 +299,7 @@ func TestCancelKillsProcessTree(t *testing.T) {
 }
 
 func TestBackgroundChildDiesWithCall(t *testing.T) {
+	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	h := newHarness(t, map[string]config.Plugin{"bg": {
 		Kind: "command", Command: "/bin/sh",
@@ -335,6 +327,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 }
 
 func TestOutputCapped(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]config.Plugin{
 		"flood": {Kind: "command", Command: "/usr/bin/head", Args: []string{"-c", "104857600", "/dev/zero"}},
 	}, nil)
@@ -357,6 +350,7 @@ func TestOutputCapped(t *testing.T) {
 }
 
 func TestCwd(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]config.Plugin{
 		"pwd":   {Kind: "command", Command: "/bin/pwd", Cwd: "workspace"},
 		"fixed": {Kind: "command", Command: "/bin/pwd", Cwd: "/"},
@@ -417,6 +411,7 @@ func TestCwd(t *testing.T) {
 }
 
 func TestDecodeArgs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		raw, err string
 		argv     []string
@@ -446,6 +441,7 @@ func TestDecodeArgs(t *testing.T) {
 }
 
 func TestBuildErrors(t *testing.T) {
+	t.Parallel()
 	store, err := secrets.New("", map[string]config.Secret{"tok": {Value: token}})
 	if err != nil {
 		t.Fatal(err)
@@ -488,6 +484,7 @@ var registerTestSecret = sync.OnceFunc(func() {
 })
 
 func TestBuiltinSecret(t *testing.T) {
+	t.Parallel()
 	registerTestSecret()
 	h := newHarness(t, map[string]config.Plugin{"hash": {Kind: "builtin", Builtin: "test-secret"}}, tokenDefs)
 	o := h.call(context.Background(), "demo", "hash", argv(), "")
@@ -526,6 +523,7 @@ func FuzzDecodeArgs(f *testing.F) {
 // launcher in /tools/bin, first on the sandbox's PATH: it must not hide a
 // command every image has (echo did).
 func TestBuiltinNamesShadowNoCommand(t *testing.T) {
+	t.Parallel()
 	builtinMu.RLock()
 	defer builtinMu.RUnlock()
 	for name := range builtins {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/host/door/egress"
@@ -8,11 +9,12 @@ import (
 	"github.com/toolgate/toolgate/internal/host/netrule"
 )
 
-// resolvedPublic is the detail the egress tool's Prepare leaves on a call
-// whose name resolved to one global address.
-var resolvedPublic = map[string]any{"resolved": []string{"93.184.215.14"}}
+// resolvedPublic is what the egress tool's Prepare leaves on a call whose
+// name resolved to one global address.
+var resolvedPublic = &gateway.EgressFacts{Resolved: []netip.Addr{netip.MustParseAddr("93.184.215.14")}}
 
 func TestDecideEgress(t *testing.T) {
+	t.Parallel()
 	e := engine(t, `agents:
   web:
     default: deny
@@ -27,7 +29,12 @@ func TestDecideEgress(t *testing.T) {
 	call := func(agent, host string, port int, resolved ...any) *gateway.Call {
 		c := &gateway.Call{Agent: agent, Kind: gateway.KindEgress, Tool: egress.ToolName, Host: host, Port: port}
 		if resolved != nil {
-			c.Detail = map[string]any{"resolved": resolved} // as read back from the audit log
+			// As read back from the audit log.
+			f, err := netrule.RecordedFacts(map[string]any{"resolved": resolved})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Egress = f
 		}
 		return c
 	}
@@ -66,7 +73,7 @@ func TestDecideEgress(t *testing.T) {
 	}
 
 	failed := call("web", "pypi.org", 443, "151.101.0.223")
-	failed.Detail["resolveError"] = "lookup pypi.org: no such host"
+	failed.Egress.ResolveError = "lookup pypi.org: no such host"
 	if d := e.Decide(failed); d.Allow || d.Rule != netrule.RuleResolve {
 		t.Errorf("failed lookup: %+v", d)
 	}

@@ -12,8 +12,8 @@ import (
 )
 
 // decideModel is the model door's part of policy for a prepared call: the
-// call's tool is the provider, Detail holds the model asked for and what
-// the agent had spent when the call was prepared (model.Spent), Args the
+// call's tool is the provider, Call.Model holds the model asked for and
+// what the agent had spent when the call was prepared, Args the
 // server tools the request asks the provider to run. It is pure, so replay
 // against the audit log reaches the same decision.
 func decideModel(ap *agentPolicy, call *gateway.Call) gateway.Decision {
@@ -21,7 +21,11 @@ func decideModel(ap *agentPolicy, call *gateway.Call) gateway.Decision {
 	if m == nil || !slices.Contains(m.Providers, call.Tool) {
 		return gateway.Decision{Rule: model.RuleProvider, Reason: fmt.Sprintf("agent %s may not use model provider %q", ap.name, call.Tool)}
 	}
-	name, _ := call.Detail["model"].(string)
+	var facts gateway.ModelFacts
+	if call.Model != nil {
+		facts = *call.Model
+	}
+	name := facts.Name
 	if !model.Allowed(m.Allow, name) {
 		return gateway.Decision{Rule: model.RuleAllow, Reason: fmt.Sprintf("model %q is not on agent %s's model allowlist", name, ap.name)}
 	}
@@ -29,11 +33,10 @@ func decideModel(ap *agentPolicy, call *gateway.Call) gateway.Decision {
 		return d
 	}
 	if m.Budget != (model.Budget{}) {
-		spent, ok := model.SpentOf(call.Detail["spent"])
-		if !ok {
+		if facts.Spent == nil {
 			return gateway.Decision{Rule: model.RuleTokens, Reason: "the call carries no record of what was spent, so the budget cannot be checked"}
 		}
-		if rule, reason, ok := m.Budget.Check(spent); !ok {
+		if rule, reason, ok := m.Budget.Check(*facts.Spent); !ok {
 			return gateway.Decision{Rule: rule, Reason: reason}
 		}
 	}

@@ -30,14 +30,18 @@ agents:
 // was spent (live or read back from the audit log), then the rules; an
 // allowed model needs no allow rule even under default deny.
 func TestDecideModel(t *testing.T) {
+	t.Parallel()
 	e := engine(t, modelYAML)
 	replayed := map[string]any{}
 	raw, _ := json.Marshal(model.Spent{Cost1d: 2.5})
 	_ = json.Unmarshal(raw, &replayed)
 	call := func(agent, provider, m string, maxTokens int, spent any) *gateway.Call {
 		args, _ := json.Marshal(map[string]any{"provider": provider, "model": m, "max_tokens": maxTokens})
-		return &gateway.Call{Agent: agent, Kind: gateway.KindModel, Tool: provider, Args: args,
-			Detail: map[string]any{"model": m, "spent": spent}}
+		c := &gateway.Call{Agent: agent, Kind: gateway.KindModel, Tool: provider, Args: args, Model: &gateway.ModelFacts{Name: m}}
+		if s, ok := model.SpentOf(spent); ok {
+			c.Model.Spent = &s
+		}
+		return c
 	}
 	for _, c := range []struct {
 		name   string
@@ -66,6 +70,7 @@ func TestDecideModel(t *testing.T) {
 // server's host on the connectors (the egress allowlist unless set), and
 // a server reached by id is never allowed.
 func TestDecideServerTools(t *testing.T) {
+	t.Parallel()
 	e := engine(t, `
 gateway:
   models:

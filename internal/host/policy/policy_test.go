@@ -49,6 +49,7 @@ func engine(t testing.TB, src string) *Engine {
 }
 
 func TestDecide(t *testing.T) {
+	t.Parallel()
 	e := engine(t, testYAML)
 	tests := []struct {
 		name   string
@@ -71,8 +72,8 @@ func TestDecide(t *testing.T) {
 		{"allowlist per agent", gateway.Call{Agent: "strict", Kind: gateway.KindTool, Tool: "git"}, false, "tools.allowlist", ""},
 		{"unknown agent", gateway.Call{Agent: "nobody", Kind: gateway.KindCore, Tool: "exec"}, false, "agent.unknown", `"nobody"`},
 		{"unknown kind", gateway.Call{Agent: "demo", Kind: gateway.KindObserved, Tool: "exec"}, false, "kind.unknown", ""},
-		{"egress by rules", gateway.Call{Agent: "demo", Kind: gateway.KindEgress, Tool: "connect", Host: "a.evil.example", Port: 443, Detail: resolvedPublic}, false, "rules[4]", "evil"},
-		{"egress other port", gateway.Call{Agent: "demo", Kind: gateway.KindEgress, Tool: "connect", Host: "a.evil.example", Port: 80, Detail: resolvedPublic}, true, "egress.allow[1]", "allowed by *.evil.example:80"},
+		{"egress by rules", gateway.Call{Agent: "demo", Kind: gateway.KindEgress, Tool: "connect", Host: "a.evil.example", Port: 443, Egress: resolvedPublic}, false, "rules[4]", "evil"},
+		{"egress other port", gateway.Call{Agent: "demo", Kind: gateway.KindEgress, Tool: "connect", Host: "a.evil.example", Port: 80, Egress: resolvedPublic}, true, "egress.allow[1]", "allowed by *.evil.example:80"},
 		{"hook by rules", gateway.Call{Agent: "demo", Kind: gateway.KindHook, Tool: "Bash", Command: "rm -rf ~"}, false, "no-rm", ""},
 		{"allow rule matches", gateway.Call{Agent: "strict", Kind: gateway.KindCore, Tool: "read", Args: []byte(`{"mode":"safe","level":5,"flag":false}`)}, true, "rules[1]", "high level"},
 		{"deny errors fail closed", gateway.Call{Agent: "strict", Kind: gateway.KindCore, Tool: "read", Args: []byte(`{"level":5}`)}, false, "needs-mode", "errored"},
@@ -94,6 +95,7 @@ func TestDecide(t *testing.T) {
 }
 
 func TestExplain(t *testing.T) {
+	t.Parallel()
 	e := engine(t, testYAML)
 	x := e.Explain(&gateway.Call{Agent: "strict", Kind: gateway.KindCore, Tool: "read", Args: []byte(`{"mode":"unsafe","flag":false}`)})
 	var got []string
@@ -119,6 +121,7 @@ func TestExplain(t *testing.T) {
 }
 
 func TestCompileErrors(t *testing.T) {
+	t.Parallel()
 	src := `defaults:
   rules:
     - {deny: 'tool ==', reason: shared and broken}
@@ -165,6 +168,7 @@ agents:
 }
 
 func TestDefaultYAMLPolicy(t *testing.T) {
+	t.Parallel()
 	e := engine(t, config.DefaultYAML("/tg"))
 	tests := []struct {
 		call  gateway.Call
@@ -240,6 +244,7 @@ func BenchmarkDecide20Rules(b *testing.B) {
 
 // Pooled activations must never leak one call's values into another's.
 func TestDecideConcurrent(t *testing.T) {
+	t.Parallel()
 	e := engine(t, testYAML)
 	calls := []struct {
 		call gateway.Call

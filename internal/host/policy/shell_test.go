@@ -14,6 +14,7 @@ import (
 // be denied (by a rule or as unparsable), none allowed — as an exec command,
 // as an exec argv, and as Claude Code's Bash command.
 func TestDefaultRulesBypassCorpus(t *testing.T) {
+	t.Parallel()
 	e := engine(t, config.DefaultYAML("/tg"))
 	bypasses := []string{
 		"rm -rf /",
@@ -121,6 +122,7 @@ func spellings(cmd string) []gateway.Call {
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func TestPluginArgvFacts(t *testing.T) {
+	t.Parallel()
 	e := engine(t, `
 plugins:
   git: {kind: command, command: /usr/bin/git}
@@ -142,6 +144,7 @@ agents:
 }
 
 func TestRuleExamplesRefused(t *testing.T) {
+	t.Parallel()
 	cfg := `agents:
   a:
     rules:
@@ -222,6 +225,7 @@ func BenchmarkDecideShellFacts(b *testing.B) {
 // TestShadowRule: a shadow rule never changes the decision; its would-be
 // verdict rides on the decision for the audit entry.
 func TestShadowRule(t *testing.T) {
+	t.Parallel()
 	e := engine(t, `agents:
   a:
     default: deny

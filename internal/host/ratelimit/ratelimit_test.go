@@ -24,6 +24,7 @@ func limiter(rates ...config.Rate) (*Limiter, *clock) {
 func exec() *gateway.Call { return &gateway.Call{Agent: "a", Tool: "exec", Kind: gateway.KindCore} }
 
 func TestPerMinute(t *testing.T) {
+	t.Parallel()
 	l, c := limiter(config.Rate{Tool: "exec", PerMinute: 3})
 	for i := range 3 {
 		if done, d := l.Admit(exec()); d != nil {
@@ -53,6 +54,7 @@ func TestPerMinute(t *testing.T) {
 }
 
 func TestConcurrent(t *testing.T) {
+	t.Parallel()
 	l, _ := limiter(config.Rate{Kind: "core_tool", Concurrent: 2})
 	d1, _ := l.Admit(exec())
 	_, _ = l.Admit(exec())
@@ -66,6 +68,7 @@ func TestConcurrent(t *testing.T) {
 }
 
 func TestEgressBytesPerDay(t *testing.T) {
+	t.Parallel()
 	l, c := limiter(config.Rate{Kind: "egress", BytesPerDay: 1000})
 	call := &gateway.Call{Agent: "a", Tool: "egress", Kind: gateway.KindEgress}
 	done, d := l.Admit(call)
@@ -86,6 +89,7 @@ func TestEgressBytesPerDay(t *testing.T) {
 // TestReloadKeepsCounters: a new configuration with the same selector keeps
 // what was used; a selector taken out stops limiting.
 func TestReloadKeepsCounters(t *testing.T) {
+	t.Parallel()
 	l, _ := limiter(config.Rate{Tool: "exec", PerMinute: 2})
 	l.Admit(exec())
 	l.Admit(exec())
@@ -100,6 +104,7 @@ func TestReloadKeepsCounters(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ rates, want string }{
 		{`[{tool: exec, kind: core_tool, perMinute: 1}]`, "not both"},
 		{`[{kind: nope, perMinute: 1}]`, "kinds are"},

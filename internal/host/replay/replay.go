@@ -148,6 +148,9 @@ func decideEgress(snap *gateway.Snapshot, call *gateway.Call) gateway.Decision {
 		return gateway.Decision{Rule: "args.invalid", Reason: err.Error()}
 	}
 	call.Host, call.Port = t.Host, int(t.Port)
+	if call.Egress, err = netrule.RecordedFacts(call.Detail); err != nil {
+		return gateway.Decision{Rule: netrule.RuleResolve, Reason: err.Error()}
+	}
 	d := snap.Decider.Decide(call)
 	d.Shadow = nil
 	return d

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/host/assemble"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/config"
-	"github.com/toolgate/toolgate/internal/host/daemon"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/hookcall"
 	"github.com/toolgate/toolgate/internal/proto"
@@ -63,13 +63,13 @@ func record(t *testing.T, cfgYAML string, calls []*gateway.Call) string {
 	return dir
 }
 
-func build(t testing.TB, home, cfgYAML string) *daemon.Built {
+func build(t testing.TB, home, cfgYAML string) *assemble.Built {
 	t.Helper()
 	cfg, err := config.Parse(home, filepath.Join(home, "config.yaml"), []byte(cfgYAML))
 	if err != nil {
 		t.Fatal(err)
 	}
-	built, err := daemon.Build(cfg, nil)
+	built, err := assemble.Build(cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +133,7 @@ func call(agent, tool string, args map[string]any) *gateway.Call {
 // TestReplaySameVerdicts is the property: replaying a recorded log under
 // the policy that recorded it changes nothing, for any mix of calls.
 func TestReplaySameVerdicts(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(5) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			calls := randomCalls(rand.New(rand.NewPCG(seed, 42)), 150)
@@ -164,6 +165,7 @@ func TestReplaySameVerdicts(t *testing.T) {
 // TestReplayDiff: under a changed policy, replay reports exactly the calls
 // whose live decision under that policy differs — nothing more, nothing less.
 func TestReplayDiff(t *testing.T) {
+	t.Parallel()
 	changed := strings.Replace(baseYAML, "      - {name: no-shadow,",
 		"      - {name: no-ls, deny: 'commands.exists(c, c.name == \"ls\")', reason: no ls}\n      - {name: no-shadow,", 1)
 	changed = strings.Replace(changed, `{name: no-force, deny: 'tool == "git" && "--force" in argv', reason: no force push}`,
@@ -213,7 +215,7 @@ func TestReplayDiff(t *testing.T) {
 	}
 }
 
-func decided(b *daemon.Built, c *gateway.Call, refused *gateway.Decision) gateway.Decision {
+func decided(b *assemble.Built, c *gateway.Call, refused *gateway.Decision) gateway.Decision {
 	if refused != nil {
 		return *refused
 	}
@@ -225,6 +227,7 @@ func decided(b *daemon.Built, c *gateway.Call, refused *gateway.Decision) gatewa
 // TestReplayMarksCutArguments: a command longer than the audit bound is
 // decided on what the log kept, and said to be approximate.
 func TestReplayMarksCutArguments(t *testing.T) {
+	t.Parallel()
 	long := "echo " + strings.Repeat("a", 2000) + " && rm -rf /"
 	dir := record(t, baseYAML, []*gateway.Call{call("demo", "exec", map[string]any{"command": long})})
 	built := build(t, t.TempDir(), baseYAML)
@@ -238,6 +241,7 @@ func TestReplayMarksCutArguments(t *testing.T) {
 }
 
 func TestRestoreBodies(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ in, want string }{
 		{`{"path":"a","content":{"bytes":3}}`, `{"content":"xxx","path":"a"}`},
 		{`{"path":"a","content":{"bytes":2},"encoding":"base64"}`, `{"content":"AAA=","encoding":"base64","path":"a"}`},

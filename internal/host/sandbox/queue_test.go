@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv/wait"
 )
 
 // long is a grace no test outlives: places are given back by leaving.
@@ -49,17 +51,8 @@ func enter(t *testing.T, q *Queue, ctx context.Context, limit int, grace time.Du
 		}
 		got <- leave
 	}()
-	waitFor(t, func() bool { return q.Waiting() == before+1 })
+	wait.For(t, "the queue to move", func() bool { return q.Waiting() == before+1 })
 	return got
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 30 s")
-		}
-	}
 }
 
 func mustEnter(t *testing.T, q *Queue, limit int, grace time.Duration) func() {

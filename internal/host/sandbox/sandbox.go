@@ -1,7 +1,10 @@
-// Package sandbox holds what every sandbox backend shares: the agent's
-// sandbox spec, the in-sandbox layout, and the argv of the in-sandbox
-// client that wraps each exec. Backends (internal/host/sandbox/docker) implement
-// gateway.Sandbox and gateway.Sandboxes on top of it.
+// Package sandbox is the sandbox backend contract (Backend: what the
+// daemon drives, what each method promises) and what every backend
+// shares: the agent's sandbox spec, the in-sandbox layout, the argv of
+// the in-sandbox client that wraps each exec, the agents' registry and
+// handles, the queue their calls wait in. The backends (sandbox/docker,
+// sandbox/kube) implement Backend on top of it; sandbox/hostexec is the
+// host side of the in-sandbox client they share.
 package sandbox
 
 import (
@@ -15,12 +18,6 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/proto"
-)
-
-// Defaults of an agent's sandbox.
-const (
-	DefaultUser  = "1000:1000"
-	DefaultImage = "toolgate/sandbox:latest"
 )
 
 // AgentSpec is everything that defines an agent's sandbox. Two equal specs
@@ -84,7 +81,7 @@ func (s AgentSpec) Validate() error {
 // UserOrDefault is the sandbox user, 1000:1000 when unset.
 func (s AgentSpec) UserOrDefault() string {
 	if s.User == "" {
-		return DefaultUser
+		return proto.DefaultUser
 	}
 	return s.User
 }
@@ -200,8 +197,16 @@ type Status struct {
 	Waiting     int    // calls waiting for their turn in its queue (Queue)
 }
 
-// StateMissing is the State of a sandbox that does not exist.
-const StateMissing = "missing"
+// States every backend reports alike (Status); others are the backend's.
+const (
+	StateMissing = "missing" // there is no sandbox
+	StateRunning = "running" // it runs
+)
+
+// ErrGone is wrapped by the error of a call whose sandbox went away under
+// it (removed, killed, its pod deleted): the sandbox is made anew on the
+// next call.
+var ErrGone = errors.New("sandbox gone")
 
 // RunArgv wraps argv in the in-sandbox client, which enters cwd ("" keeps
 // the sandbox's), adds env, puts argv in its own process group, enforces

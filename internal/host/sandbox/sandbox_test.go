@@ -70,7 +70,7 @@ func TestSpec(t *testing.T) {
 	if got := ok.ToolsBinDir(); got != "/h/agents/a/tools/bin" {
 		t.Errorf("ToolsBinDir = %s", got)
 	}
-	if ok.UserOrDefault() != DefaultUser {
+	if ok.UserOrDefault() != proto.DefaultUser {
 		t.Errorf("default user %q", ok.UserOrDefault())
 	}
 	bad := []func(*AgentSpec){

@@ -495,7 +495,7 @@ func render(w *syntax.Word) word {
 		return word{lit: source(w)}
 	}
 	// Fields, not Literal: only Fields removes backslash escapes (\' → ').
-	fs, err := expand.Fields(literalConfig, w)
+	fs, err := expand.Fields(literalConfig(), w)
 	if err != nil {
 		return word{lit: source(w)}
 	}
@@ -510,21 +510,27 @@ func docLiteral(w *syntax.Word, heredoc bool) (string, bool) {
 	var s string
 	var err error
 	if heredoc {
-		s, err = expand.Document(literalConfig, w)
+		s, err = expand.Document(literalConfig(), w)
 	} else {
-		s, err = expand.Literal(literalConfig, w)
+		s, err = expand.Literal(literalConfig(), w)
 	}
 	return s, err == nil
 }
 
 // literalConfig expands nothing but quoting: a static word has no variables,
-// and ~ stays ~ (HOME is not known here).
-var literalConfig = &expand.Config{Env: expand.FuncEnviron(func(name string) string {
+// and ~ stays ~ (HOME is not known here). A new one each time: expand
+// writes into the config it is given, and calls are decided concurrently
+// (a shared one was a data race, found once the tests ran in parallel).
+func literalConfig() *expand.Config {
+	return &expand.Config{Env: literalEnv}
+}
+
+var literalEnv = expand.FuncEnviron(func(name string) string {
 	if name == "HOME" {
 		return "~"
 	}
 	return ""
-})}
+})
 
 // plain reports whether a word is literals and single quotes only: no
 // substitution can hide in it.

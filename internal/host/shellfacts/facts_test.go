@@ -2,8 +2,10 @@ package shellfacts
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -28,6 +30,7 @@ func summary(f Facts) string {
 }
 
 func TestFromScript(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ script, want string }{
 		{"rm -rf /", "rm[r,f]"},
 		{"rm -r -f /workspace", "rm[r,f]"},
@@ -81,6 +84,7 @@ func TestFromScript(t *testing.T) {
 }
 
 func TestFromArgv(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		argv []string
 		want string
@@ -102,6 +106,7 @@ func TestFromArgv(t *testing.T) {
 }
 
 func TestRedirectsAndEnv(t *testing.T) {
+	t.Parallel()
 	f := FromScript("FOO=1 BAR=$X cmd a >/tmp/out 2>>log <in 2>&1; (echo a; echo b) >/etc/x")
 	if f.ParseError != "" {
 		t.Fatal(f.ParseError)
@@ -126,6 +131,7 @@ func TestRedirectsAndEnv(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
+	t.Parallel()
 	deep := "rm -rf /"
 	for range MaxDepth + 2 {
 		q, err := quoteAll([]word{{lit: deep, static: true}})
@@ -175,4 +181,26 @@ func FuzzFromScript(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Policy decides calls concurrently: FromScript shares nothing between
+// calls (run with -race to see it).
+func TestFromScriptConcurrent(t *testing.T) {
+	t.Parallel()
+	const script = `cd 'a b' && rm -rf "x"\ y; cat <<EOF
+literal
+EOF`
+	want := FromScript(script)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				if got := FromScript(script); !reflect.DeepEqual(got, want) {
+					t.Errorf("got %+v, want %+v", got, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -1,5 +1,6 @@
-// Package wire is the framing shared by toolgate's HTTP APIs: JSON errors with
-// a stable code, and NDJSON frames for output that streams while a call runs.
+// Package wire writes the framing shared by toolgate's HTTP APIs: JSON
+// errors with a stable code, and NDJSON frames for output that streams while
+// a call runs. The shapes are the protocol leaf's (api.Error, api.Frame).
 package wire
 
 import (
@@ -9,21 +10,9 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
-
-// The shapes are declared in adminclient, which reads them and must not
-// link net/http; the servers write them through this package.
-type (
-	// Error is the body of every failed request and the error frame of a stream.
-	Error = adminclient.Error
-	// Frame is one line of a streamed response. Exactly one field is set.
-	Frame = adminclient.Frame
-)
-
-// MediaNDJSON asks for a streamed response: one Frame per line.
-const MediaNDJSON = adminclient.MediaNDJSON
 
 // FrameWriter writes frames to a streaming HTTP response, flushing each so
 // output reaches the caller as it is produced. Safe for concurrent use.
@@ -36,7 +25,7 @@ type FrameWriter struct {
 
 // NewFrameWriter starts a streamed 200 response.
 func NewFrameWriter(w http.ResponseWriter) *FrameWriter {
-	w.Header().Set("Content-Type", MediaNDJSON)
+	w.Header().Set("Content-Type", api.MediaNDJSON)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
@@ -44,14 +33,14 @@ func NewFrameWriter(w http.ResponseWriter) *FrameWriter {
 }
 
 // Write sends one frame.
-func (f *FrameWriter) Write(fr *Frame) error { return f.write(fr, true) }
+func (f *FrameWriter) Write(fr *api.Frame) error { return f.write(fr, true) }
 
 // writeLast writes the response's last frame without flushing it: the
 // handler's return sends it with the response's end in one write, and a
 // response that streamed nothing before it goes with a Content-Length.
-func (f *FrameWriter) writeLast(fr *Frame) error { return f.write(fr, false) }
+func (f *FrameWriter) writeLast(fr *api.Frame) error { return f.write(fr, false) }
 
-func (f *FrameWriter) write(fr *Frame, flush bool) error {
+func (f *FrameWriter) write(fr *api.Frame, flush bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -101,13 +90,13 @@ func (l *Lazy) Finish(res *gateway.Result, err error) {
 	if err != nil {
 		_, e := ErrorFor(err)
 		e.ID = l.call.ID
-		_ = f.writeLast(&Frame{Error: e})
+		_ = f.writeLast(&api.Frame{Error: e})
 		return
 	}
 	if res == nil {
 		res = &gateway.Result{}
 	}
-	_ = f.writeLast(&Frame{Result: res})
+	_ = f.writeLast(&api.Frame{Result: res})
 }
 
 func (l *Lazy) start() *FrameWriter {
@@ -136,9 +125,9 @@ func (s lazyStream) Write(p []byte) (int, error) {
 		return 0, nil
 	}
 	b := append([]byte(nil), p...) // the caller may reuse p
-	fr := &Frame{Stdout: b}
+	fr := &api.Frame{Stdout: b}
 	if s.stderr {
-		fr = &Frame{Stderr: b}
+		fr = &api.Frame{Stderr: b}
 	}
 	if err := s.l.start().Write(fr); err != nil {
 		if s.l.onFail != nil {
@@ -150,11 +139,11 @@ func (s lazyStream) Write(p []byte) (int, error) {
 }
 
 // WriteError sends err as a JSON error body with its HTTP status.
-func WriteError(w http.ResponseWriter, status int, e *Error) {
+func WriteError(w http.ResponseWriter, status int, e *api.Error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(struct {
-		Error *Error `json:"error"`
+		Error *api.Error `json:"error"`
 	}{e})
 }
 
@@ -178,19 +167,19 @@ func Refused(w http.ResponseWriter, status int, code string, err error) {
 		return
 	}
 	d := denied.Decision
-	WriteError(w, status, &Error{Code: code, Rule: d.Rule, Message: d.Reason, ID: denied.ID})
+	WriteError(w, status, &api.Error{Code: code, Rule: d.Rule, Message: d.Reason, ID: denied.ID})
 }
 
 // ErrorFor maps a pipeline error to its wire error and HTTP status.
-func ErrorFor(err error) (int, *Error) {
+func ErrorFor(err error) (int, *api.Error) {
 	var denied *gateway.DeniedError
-	var we *Error
+	var we *api.Error
 	switch {
 	case errors.As(err, &we):
 		return http.StatusBadGateway, we
 	case errors.As(err, &denied):
 		d := denied.Decision
-		e := &Error{Code: "denied", Message: d.Reason, Rule: d.Rule, ID: denied.ID}
+		e := &api.Error{Code: "denied", Message: d.Reason, Rule: d.Rule, ID: denied.ID}
 		switch d.Rule {
 		case "agent.unknown", "tool.unknown":
 			e.Code = "not_found"
@@ -201,9 +190,9 @@ func ErrorFor(err error) (int, *Error) {
 		}
 		return http.StatusForbidden, e
 	case errors.Is(err, gateway.ErrAuditUnavailable):
-		return http.StatusServiceUnavailable, &Error{Code: "unavailable", Message: err.Error()}
+		return http.StatusServiceUnavailable, &api.Error{Code: "unavailable", Message: err.Error()}
 	case errors.Is(err, gateway.ErrSandboxUnavailable):
-		return http.StatusServiceUnavailable, &Error{Code: "sandbox_unavailable", Message: err.Error()}
+		return http.StatusServiceUnavailable, &api.Error{Code: "sandbox_unavailable", Message: err.Error()}
 	}
-	return http.StatusUnprocessableEntity, &Error{Code: "tool_error", Message: err.Error()}
+	return http.StatusUnprocessableEntity, &api.Error{Code: "tool_error", Message: err.Error()}
 }

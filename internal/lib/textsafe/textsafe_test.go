@@ -33,6 +33,7 @@ var hostile = []struct{ name, in, line string }{
 }
 
 func TestLine(t *testing.T) {
+	t.Parallel()
 	for _, c := range hostile {
 		t.Run(c.name, func(t *testing.T) {
 			if got := Line(c.in); got != c.line {
@@ -43,6 +44,7 @@ func TestLine(t *testing.T) {
 }
 
 func TestText(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ in, want string }{
 		{"line 1\n\tline 2\n", "line 1\n\tline 2\n"},
 		{"50%\r100%\n", `50%\r100%` + "\n"},
@@ -56,6 +58,7 @@ func TestText(t *testing.T) {
 }
 
 func TestClip(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in   string
 		n    int
@@ -76,6 +79,7 @@ func TestClip(t *testing.T) {
 }
 
 func TestJSON(t *testing.T) {
+	t.Parallel()
 	v := map[string]any{"argv": []any{"\x1b]52;c;eA==\x07", "\u202e", "\U000E0041\u0085", "ok é\n"}, "n": 1.5}
 	raw, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {

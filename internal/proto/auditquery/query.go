@@ -8,13 +8,12 @@ package auditquery
 import (
 	"errors"
 	"fmt"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/toolgate/toolgate/internal/host/gateway"
 )
 
 // MaxLimit bounds one page of results.
@@ -41,8 +40,8 @@ type Query struct {
 
 // Hit is one entry found, with its place in the chain.
 type Hit struct {
-	Seq   int64          `json:"seq"`
-	Entry *gateway.Entry `json:"entry"`
+	Seq   int64      `json:"seq"`
+	Entry *api.Entry `json:"entry"`
 	// Line is the entry as written in the log, for checking its hash.
 	Line []byte `json:"-"`
 }
@@ -88,8 +87,8 @@ func (q *Query) Check() error {
 		known   []string
 	}{
 		{"type", q.Type, kindNames},
-		{"decision", q.Decision, gateway.Verdicts},
-		{"phase", q.Phase, gateway.Phases},
+		{"decision", q.Decision, api.Verdicts},
+		{"phase", q.Phase, api.Phases},
 	} {
 		if f.v != "" && !slices.Contains(f.known, f.v) {
 			return fmt.Errorf("%w: no entry has %s %q (there are: %s)", ErrBadQuery, f.name, f.v, strings.Join(f.known, ", "))
@@ -100,7 +99,7 @@ func (q *Query) Check() error {
 
 var kindNames = func() []string {
 	var names []string
-	for _, k := range gateway.Kinds {
+	for _, k := range api.Kinds {
 		names = append(names, string(k))
 	}
 	return names

@@ -13,9 +13,9 @@ func TestBeyondNamesOffenders(t *testing.T) {
 	const m = Module
 	list := `{"ImportPath":"net/http","Standard":true}
 {"ImportPath":"` + m + `/internal/proto"}
-{"ImportPath":"` + m + `/internal/egress","Imports":["net/http"]}
+{"ImportPath":"` + m + `/internal/host/door/egress","Imports":["net/http"]}
 {"ImportPath":"example.com/x"}
-{"ImportPath":"` + m + `/internal/client","Imports":["` + m + `/internal/proto","` + m + `/internal/egress","example.com/x"]}
+{"ImportPath":"` + m + `/internal/guest","Imports":["` + m + `/internal/proto","` + m + `/internal/host/door/egress","example.com/x"]}
 `
 	bad, err := Beyond(strings.NewReader(list), []string{m + "/internal/proto", m + "/internal/guest"})
 	if err != nil {

@@ -6,7 +6,7 @@
  *
  * Why C: every call starts this process, and a Go program's runtime start
  * alone costs ~1 ms of CPU, more than the whole round trip to the gateway
- * (issue 13). Built static with musl (build.sh); the dial and the response
+ * (issue 13). Built static with musl (internal/proto/cclient/c/build.sh); the dial and the response
  * reader, the one parser of input from outside (fuzzed: fuzz_response.c),
  * are client.c's, shared with the CLI's front.
  *

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/wire"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/proto/auditquery"
 )
 
@@ -69,16 +69,16 @@ func (s *Server) auditReindex(w http.ResponseWriter, r *http.Request) {
 		auditError(w, err)
 		return
 	}
-	wire.WriteJSON(w, adminclient.Reindexed{Entries: n, Millis: time.Since(start).Milliseconds()})
+	wire.WriteJSON(w, api.Reindexed{Entries: n, Millis: time.Since(start).Milliseconds()})
 }
 
 func auditError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, auditquery.ErrBadQuery):
-		wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Message: err.Error()})
+		wire.WriteError(w, http.StatusBadRequest, &api.Error{Code: "bad_request", Message: err.Error()})
 	default:
 		// The index is derived: whatever keeps it from answering, the log
 		// has every entry (audit tail and verify read it).
-		wire.WriteError(w, http.StatusServiceUnavailable, &wire.Error{Code: "unavailable", Message: err.Error()})
+		wire.WriteError(w, http.StatusServiceUnavailable, &api.Error{Code: "unavailable", Message: err.Error()})
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/auditindex"
 	"github.com/toolgate/toolgate/internal/host/auth"
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/proto/auditquery"
 )
 
@@ -27,6 +28,7 @@ import (
 // 400 naming what is wrong; an index this process does not have open is a
 // 503; a reindex answers how many entries it holds.
 func TestAuditRoutes(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	dir := filepath.Join(home, "logs")
 	w, err := audit.Open(dir, audit.Options{})
@@ -117,7 +119,7 @@ func TestAuditRoutes(t *testing.T) {
 	}
 
 	x.Close() // as while another process holds the writer's lock
-	var we *adminclient.Error
+	var we *api.Error
 	if _, err := c.AuditFind(ctx, auditquery.Query{}); !errors.As(err, &we) || we.Code != "unavailable" {
 		t.Errorf("an index not open here: %v, want unavailable", err)
 	}

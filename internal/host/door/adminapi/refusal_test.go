@@ -100,6 +100,7 @@ func (e *refusalEnv) auditBytes(t *testing.T) int64 {
 
 // A 401 for a 600 KB URL path (an agent name) is recorded with the path cut, not copied.
 func TestRefusalOfHugePathIsBounded(t *testing.T) {
+	t.Parallel()
 	e := newRefusalEnv(t, 0, 0)
 	path := "/v1/agents/" + strings.Repeat("p", 600<<10) + "/tools/echo/call"
 	resp, err := http.Post(e.srv.URL+path, "application/json", strings.NewReader("{}"))
@@ -125,6 +126,7 @@ func TestRefusalOfHugePathIsBounded(t *testing.T) {
 // that still count every refusal, and a valid call during the flood is
 // answered and recorded.
 func TestRefusalFloodFromOneSource(t *testing.T) {
+	t.Parallel()
 	const burst, every, flood, workers = 10, 100 * time.Millisecond, 10000, 4
 	e := newRefusalEnv(t, burst, every)
 	jobs := make(chan int, flood)

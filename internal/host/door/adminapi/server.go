@@ -16,12 +16,12 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/approval"
 	"github.com/toolgate/toolgate/internal/host/auth"
 	"github.com/toolgate/toolgate/internal/host/connlimit"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/wire"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // DefaultMaxBody bounds a request body: a write of the largest allowed file,
@@ -33,7 +33,7 @@ type Server struct {
 	Gateway *gateway.Gateway
 	Tokens  *auth.Store
 	// Status reports the agents' sandboxes.
-	Status func(ctx context.Context) ([]adminclient.AgentStatus, error)
+	Status func(ctx context.Context) ([]api.AgentStatus, error)
 	// Explain runs policy without executing, for `policy eval` against the live config.
 	Explain func(call *gateway.Call) any
 	// Observations records a stream-json transcript for an agent as
@@ -114,7 +114,7 @@ func remoteHost(r *http.Request) string {
 }
 
 func (s *Server) call(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Content-Type") == adminclient.MediaRaw {
+	if r.Header.Get("Content-Type") == api.MediaRaw {
 		s.rawCall(w, r)
 		return
 	}
@@ -122,11 +122,11 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			wire.WriteError(w, http.StatusRequestEntityTooLarge, &wire.Error{Code: "too_large",
+			wire.WriteError(w, http.StatusRequestEntityTooLarge, &api.Error{Code: "too_large",
 				Message: fmt.Sprintf("request body over the limit of %d bytes", tooBig.Limit)})
 			return
 		}
-		wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Message: err.Error()})
+		wire.WriteError(w, http.StatusBadRequest, &api.Error{Code: "bad_request", Message: err.Error()})
 		return
 	}
 	body = bytes.TrimSpace(body)
@@ -141,9 +141,9 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 		Via:     gateway.ViaAdmin,
 	}
 	switch r.Header.Get("Accept") {
-	case adminclient.MediaRaw:
+	case api.MediaRaw:
 		s.rawAnswer(w, r, call, nil)
-	case wire.MediaNDJSON:
+	case api.MediaNDJSON:
 		s.streamed(w, r, call, nil)
 	default:
 		s.answer(w, r, call, nil)
@@ -166,12 +166,12 @@ func (s *Server) streamed(w http.ResponseWriter, r *http.Request, call *gateway.
 	out.Finish(res, err)
 }
 
-// rawCall is a call whose arguments are in the adminclient.ArgsHeader and whose body is
+// rawCall is a call whose arguments are in the api.ArgsHeader and whose body is
 // the call's input as bytes (a write's content, an exec's stdin): it streams
 // to the tool, never held or encoded as JSON. The tool bounds it (a write
 // states its size, at most limits.maxWrite).
 func (s *Server) rawCall(w http.ResponseWriter, r *http.Request) {
-	args := []byte(strings.TrimSpace(r.Header.Get(adminclient.ArgsHeader)))
+	args := []byte(strings.TrimSpace(r.Header.Get(api.ArgsHeader)))
 	if len(args) == 0 {
 		args = []byte("{}")
 	}
@@ -183,9 +183,9 @@ func (s *Server) rawCall(w http.ResponseWriter, r *http.Request) {
 		Via:     gateway.ViaAdmin,
 	}
 	switch r.Header.Get("Accept") {
-	case adminclient.MediaRaw:
+	case api.MediaRaw:
 		s.rawAnswer(w, r, call, r.Body)
-	case wire.MediaNDJSON:
+	case api.MediaNDJSON:
 		s.streamed(w, r, call, r.Body)
 	default:
 		s.answer(w, r, call, &gateway.Streams{Stdin: r.Body})
@@ -194,7 +194,7 @@ func (s *Server) rawCall(w http.ResponseWriter, r *http.Request) {
 
 // rawAnswer runs a call whose output is bytes (a read with encoding raw):
 // they are the response body as the tool writes them, and the outcome
-// follows in the adminclient.ResultTrailer, {"result":…} or {"error":…}. A call that
+// follows in the api.ResultTrailer, {"result":…} or {"error":…}. A call that
 // fails before its first byte is answered as any other, with its status.
 func (s *Server) rawAnswer(w http.ResponseWriter, r *http.Request, call *gateway.Call, stdin io.Reader) {
 	out := &rawBody{w: w, call: call}
@@ -212,7 +212,7 @@ func (s *Server) rawAnswer(w http.ResponseWriter, r *http.Request, call *gateway
 	}
 	var outcome struct {
 		Result *gateway.Result `json:"result,omitempty"`
-		Error  *wire.Error     `json:"error,omitempty"`
+		Error  *api.Error      `json:"error,omitempty"`
 	}
 	if err != nil {
 		_, outcome.Error = wire.ErrorFor(err)
@@ -223,7 +223,7 @@ func (s *Server) rawAnswer(w http.ResponseWriter, r *http.Request, call *gateway
 		outcome.Result = res
 	}
 	b, _ := json.Marshal(outcome)
-	w.Header().Set(adminclient.ResultTrailer, string(b))
+	w.Header().Set(api.ResultTrailer, string(b))
 }
 
 // rawBody sends the status and headers with the first byte.
@@ -236,9 +236,9 @@ type rawBody struct {
 func (b *rawBody) start() {
 	b.started = true
 	h := b.w.Header()
-	h.Set("Content-Type", adminclient.MediaRaw)
+	h.Set("Content-Type", api.MediaRaw)
 	h.Set("Toolgate-Call-Id", b.call.ID)
-	h.Set("Trailer", adminclient.ResultTrailer)
+	h.Set("Trailer", api.ResultTrailer)
 	b.w.WriteHeader(http.StatusOK)
 }
 
@@ -267,7 +267,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, call *gateway.Ca
 func (s *Server) agents(w http.ResponseWriter, r *http.Request) {
 	rows, err := s.Status(r.Context())
 	if err != nil {
-		wire.WriteError(w, http.StatusBadGateway, &wire.Error{Code: "sandbox", Message: err.Error()})
+		wire.WriteError(w, http.StatusBadGateway, &api.Error{Code: "sandbox", Message: err.Error()})
 		return
 	}
 	for i := range rows {
@@ -278,11 +278,11 @@ func (s *Server) agents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) eval(w http.ResponseWriter, r *http.Request) {
-	var req adminclient.EvalRequest
+	var req api.EvalRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		wire.WriteError(w, http.StatusBadRequest, &wire.Error{Code: "bad_request", Message: "malformed JSON: " + err.Error()})
+		wire.WriteError(w, http.StatusBadRequest, &api.Error{Code: "bad_request", Message: "malformed JSON: " + err.Error()})
 		return
 	}
 	call := &gateway.Call{Agent: req.Agent, Tool: req.Tool, Args: req.Args, Via: gateway.ViaAdmin}

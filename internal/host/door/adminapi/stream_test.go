@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // countTool says "start" on its stdout, then counts its stdin: a command
@@ -39,6 +39,7 @@ func (countTool) Run(_ context.Context, _ *gateway.Call, env *gateway.RunEnv) (*
 // 256 KiB of the unread body when the first frame goes out, unless the
 // handler asks for full duplex.
 func TestStreamedStdinFullDuplex(t *testing.T) {
+	t.Parallel()
 	e := newRefusalEnv(t, 10, 0)
 	snap := e.gw.Snapshot()
 	snap.Tools["count"] = countTool{}
@@ -49,8 +50,8 @@ func TestStreamedStdinFullDuplex(t *testing.T) {
 	}
 	req.ContentLength = -1 // chunked, as a stream of unknown length goes
 	req.Header.Set("Authorization", "Bearer "+e.adminTok)
-	req.Header.Set("Content-Type", adminclient.MediaRaw)
-	req.Header.Set("Accept", adminclient.MediaNDJSON)
+	req.Header.Set("Content-Type", api.MediaRaw)
+	req.Header.Set("Accept", api.MediaNDJSON)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +60,7 @@ func TestStreamedStdinFullDuplex(t *testing.T) {
 	var out strings.Builder
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		var fr adminclient.Frame
+		var fr api.Frame
 		if err := json.Unmarshal(sc.Bytes(), &fr); err != nil {
 			t.Fatalf("frame %q: %v", sc.Bytes(), err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/wire"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // Rules of the socket's refusals of a request it could not read as a call.
@@ -62,12 +63,12 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 	case "", "application/json":
 		raw, err = io.ReadAll(io.LimitReader(r.Body, s.opts.MaxHeader+1))
 		if err == nil && int64(len(raw)) > s.opts.MaxHeader {
-			err = fmt.Errorf("%w: request body over the limit of %d bytes", ErrTooLarge, s.opts.MaxHeader)
+			err = fmt.Errorf("%w: request body over the limit of %d bytes", proto.ErrTooLarge, s.opts.MaxHeader)
 		}
-	case wire.MediaNDJSON:
+	case api.MediaNDJSON:
 		// Stdin frames are read while output frames are written.
 		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
-			wire.WriteError(w, http.StatusInternalServerError, &wire.Error{Code: "internal", Message: err.Error()})
+			wire.WriteError(w, http.StatusInternalServerError, &api.Error{Code: "internal", Message: err.Error()})
 			return
 		}
 		body = bodyReaders.Get().(*bufio.Reader)
@@ -78,26 +79,26 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 			body.Reset(nil)
 			bodyReaders.Put(body)
 		}()
-		raw, err = readLine(body, s.opts.MaxHeader)
+		raw, err = proto.ReadLine(body, s.opts.MaxHeader)
 		if errors.Is(err, io.EOF) {
-			err = fmt.Errorf("%w: empty request: the first frame must be the call header", ErrMalformed)
+			err = fmt.Errorf("%w: empty request: the first frame must be the call header", proto.ErrMalformed)
 		}
 	default:
-		dec := gateway.Decision{Rule: RuleMalformed, Reason: "Content-Type must be application/json or " + wire.MediaNDJSON}
+		dec := gateway.Decision{Rule: RuleMalformed, Reason: "Content-Type must be application/json or " + api.MediaNDJSON}
 		wire.Refused(w, http.StatusUnsupportedMediaType, "bad_request", s.gw.Refuse(agent, call, dec))
 		return
 	}
-	var hdr *CallHeader
+	var hdr *proto.CallHeader
 	if err == nil {
-		hdr, err = ParseHeader(raw, workspace)
+		hdr, err = proto.ParseCallHeader(raw, workspace)
 	}
 	// Every refused header is on the record like any denial (counted per
 	// agent by the gateway, so a flood of them cannot fill the disk).
 	switch {
-	case errors.Is(err, ErrTooLarge):
+	case errors.Is(err, proto.ErrTooLarge):
 		wire.Refused(w, http.StatusRequestEntityTooLarge, "too_large", s.gw.Refuse(agent, call, gateway.Decision{Rule: RuleTooLarge, Reason: err.Error()}))
 		return
-	case errors.Is(err, errCwd):
+	case errors.Is(err, proto.ErrCwd):
 		call.Args = hdr.Args()
 		wire.Refused(w, http.StatusBadRequest, "bad_request", s.gw.Refuse(agent, call, gateway.Decision{Rule: "args.invalid", Reason: err.Error()}))
 		return
@@ -134,7 +135,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 		pumped = make(chan struct{})
 		go func() {
 			defer close(pumped)
-			_, err := io.Copy(pw, NewStdinReader(body, s.opts.MaxHeader))
+			_, err := io.Copy(pw, proto.NewStdinReader(body, s.opts.MaxHeader))
 			pw.CloseWithError(err)
 			if err != nil {
 				if !errors.Is(err, io.ErrClosedPipe) {

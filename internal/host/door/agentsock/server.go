@@ -22,8 +22,8 @@ import (
 
 	"github.com/toolgate/toolgate/internal/host/connlimit"
 	"github.com/toolgate/toolgate/internal/host/gateway"
-	"github.com/toolgate/toolgate/internal/host/wire"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // DefaultMaxHeader bounds a call header: the JSON body, or the first NDJSON
@@ -246,7 +246,7 @@ func (s *Server) listen(k Socket) (*listener, error) {
 func (s *Server) routes() http.Handler {
 	streams := connlimit.Unbounded(s.mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if media, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); strings.EqualFold(strings.TrimSpace(media), wire.MediaNDJSON) {
+		if media, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); strings.EqualFold(strings.TrimSpace(media), api.MediaNDJSON) {
 			streams.ServeHTTP(w, r)
 			return
 		}

@@ -20,7 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/door/agentsock"
 	"github.com/toolgate/toolgate/internal/host/door/agentsock/sockettest"
 	"github.com/toolgate/toolgate/internal/host/gateway"
-	"github.com/toolgate/toolgate/internal/host/wire"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 func httpClient(sock string) *http.Client {
@@ -36,7 +36,7 @@ type answer struct {
 	stdout string
 	stderr string
 	result *gateway.Result
-	err    *wire.Error
+	err    *api.Error
 }
 
 func post(t *testing.T, sock, tool, ctype, body string) answer {
@@ -50,7 +50,7 @@ func post(t *testing.T, sock, tool, ctype, body string) answer {
 	defer resp.Body.Close()
 	a := answer{status: resp.StatusCode}
 	if resp.StatusCode != http.StatusOK {
-		var e struct{ Error *wire.Error }
+		var e struct{ Error *api.Error }
 		if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
 			t.Fatalf("status %d with a body that is not a JSON error: %v", resp.StatusCode, err)
 		}
@@ -59,7 +59,7 @@ func post(t *testing.T, sock, tool, ctype, body string) answer {
 	}
 	var o, e bytes.Buffer
 	a.result, err = adminclient.ReadFrames(resp.Body, &o, &e)
-	var we *wire.Error
+	var we *api.Error
 	if errors.As(err, &we) {
 		a.err = we
 	} else if err != nil {
@@ -70,6 +70,7 @@ func post(t *testing.T, sock, tool, ctype, body string) answer {
 }
 
 func TestCalls(t *testing.T) {
+	t.Parallel()
 	env := sockettest.New(t, sockettest.Allowlist{"a": {"echo", "cat"}, "b": {}}, &sockettest.Func{ToolName: "cat",
 		Fn: func(_ context.Context, _ *gateway.Call, s *gateway.Streams) (*gateway.Result, error) {
 			_, err := io.Copy(s.Stdout, s.Stdin)
@@ -87,7 +88,7 @@ func TestCalls(t *testing.T) {
 	}{
 		{"echo json", sa, "echo", "application/json", `{"argv":["hi"]}`, 200, "hi\n", "", "", 0},
 		{"literal argv", sa, "echo", "application/json", `{"argv":["a \"q\" 'b'","x\ny","$(id)",";","rm -rf /"]}`, 200, "a \"q\" 'b' x\ny $(id) ; rm -rf /\n", "", "", 0},
-		{"stdin frames", sa, "cat", wire.MediaNDJSON, "{\"argv\":[]}\n{\"stdin\":\"aGVs\"}\n{\"stdin\":\"bG8K\"}\n{\"eof\":true}\n", 200, "hello\n", "", "", 3},
+		{"stdin frames", sa, "cat", api.MediaNDJSON, "{\"argv\":[]}\n{\"stdin\":\"aGVs\"}\n{\"stdin\":\"bG8K\"}\n{\"eof\":true}\n", 200, "hello\n", "", "", 3},
 		{"cwd inside", sa, "echo", "", `{"argv":["x"],"cwd":"/workspace/sub/.."}`, 200, "x\n", "", "", 0},
 		{"unknown tool", sa, "nosuch", "application/json", `{"argv":[]}`, 404, "", "not_found", "tool.unknown", 0},
 		{"not allowed", sb, "echo", "application/json", `{"argv":["hi"]}`, 403, "", "denied", "tools.allowlist", 0},
@@ -97,8 +98,8 @@ func TestCalls(t *testing.T) {
 		{"unknown field", sa, "echo", "application/json", `{"argv":[],"agent":"a"}`, 400, "", "bad_request", agentsock.RuleMalformed, 0},
 		{"argv not strings", sa, "echo", "application/json", `{"argv":[1]}`, 400, "", "bad_request", agentsock.RuleMalformed, 0},
 		{"too large json", sa, "echo", "application/json", big, 413, "", "too_large", agentsock.RuleTooLarge, 0},
-		{"too large frame", sa, "echo", wire.MediaNDJSON, big + "\n", 413, "", "too_large", agentsock.RuleTooLarge, 0},
-		{"empty ndjson", sa, "echo", wire.MediaNDJSON, "", 400, "", "bad_request", agentsock.RuleMalformed, 0},
+		{"too large frame", sa, "echo", api.MediaNDJSON, big + "\n", 413, "", "too_large", agentsock.RuleTooLarge, 0},
+		{"empty ndjson", sa, "echo", api.MediaNDJSON, "", 400, "", "bad_request", agentsock.RuleMalformed, 0},
 		{"bad media", sa, "echo", "text/plain", "hi", 415, "", "bad_request", agentsock.RuleMalformed, 0},
 	}
 	for _, tt := range tests {
@@ -145,6 +146,7 @@ func TestCalls(t *testing.T) {
 }
 
 func TestCoreToolRefused(t *testing.T) {
+	t.Parallel()
 	core := &coreTool{}
 	env := sockettest.New(t, sockettest.Allowlist{"a": {"exec"}}, core)
 	env.Serve(t, "a")
@@ -170,7 +172,8 @@ func (c *coreTool) Run(context.Context, *gateway.Call, *gateway.RunEnv) (*gatewa
 // TestDisconnectCancels: a client that goes away mid-stream cancels the
 // handler, and the result entry records the error.
 func TestDisconnectCancels(t *testing.T) {
-	for _, mode := range []string{"application/json", wire.MediaNDJSON} {
+	t.Parallel()
+	for _, mode := range []string{"application/json", api.MediaNDJSON} {
 		t.Run(mode, func(t *testing.T) {
 			cancelled := make(chan error, 1)
 			env := sockettest.New(t, sockettest.Allowlist{"a": {"hang"}}, &sockettest.Func{ToolName: "hang",
@@ -186,7 +189,7 @@ func TestDisconnectCancels(t *testing.T) {
 				t.Fatal(err)
 			}
 			body, hdr := `{"argv":[]}`, "Content-Length: 11\r\n"
-			if mode == wire.MediaNDJSON {
+			if mode == api.MediaNDJSON {
 				// Stdin left open: the client dies before sending eof.
 				body, hdr = "c\r\n{\"argv\":[]}\n\r\n", "Transfer-Encoding: chunked\r\n"
 			}
@@ -222,6 +225,7 @@ func TestDisconnectCancels(t *testing.T) {
 }
 
 func TestSocketPermissionsAndReload(t *testing.T) {
+	t.Parallel()
 	env := sockettest.New(t, sockettest.Allowlist{"a": {"echo"}, "b": {"echo"}})
 	sa, sb := env.SocketPath("a"), env.SocketPath("b")
 	if err := env.Server.SetAgents([]agentsock.Socket{{Agent: "a", Path: sa, UID: os.Getuid(), GID: os.Getgid()}}); err != nil {
@@ -263,6 +267,7 @@ func TestSocketPermissionsAndReload(t *testing.T) {
 
 // TestHandleMountsRoutes: other packages' routes see the socket's identity.
 func TestHandleMountsRoutes(t *testing.T) {
+	t.Parallel()
 	env := sockettest.New(t, sockettest.Allowlist{"a": {}, "b": {}})
 	env.Server.Handle("GET /v1/whoami", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, _ := agentsock.PeerOf(r.Context())
@@ -289,6 +294,7 @@ func TestHandleMountsRoutes(t *testing.T) {
 // A sandbox that opens connections and holds them cannot take more than
 // its socket's share: past MaxConns the next one waits until one closes.
 func TestConnectionsBounded(t *testing.T) {
+	t.Parallel()
 	env := sockettest.New(t, sockettest.Allowlist{"a": {"echo"}})
 	srv := agentsock.New(env.GW, agentsock.Options{MaxConns: 2})
 	t.Cleanup(func() { srv.Close() })

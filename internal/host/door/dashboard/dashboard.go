@@ -21,12 +21,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/approval"
 	"github.com/toolgate/toolgate/internal/host/auditindex"
 	"github.com/toolgate/toolgate/internal/host/auth"
 	"github.com/toolgate/toolgate/internal/host/config"
 	"github.com/toolgate/toolgate/internal/lib/textsafe"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // Prefix is where the dashboard is mounted.
@@ -43,7 +43,7 @@ type Options struct {
 	// with a note (the gateway runs on without its index).
 	Index *auditindex.Index
 	// Agents reports the sandboxes.
-	Agents func(ctx context.Context) ([]adminclient.AgentStatus, error)
+	Agents func(ctx context.Context) ([]api.AgentStatus, error)
 	// Config is the configuration in force (its rules).
 	Config    func() *config.Config
 	Approvals *approval.Store

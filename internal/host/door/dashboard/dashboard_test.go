@@ -10,15 +10,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/approval"
 	"github.com/toolgate/toolgate/internal/host/auditindex"
 	"github.com/toolgate/toolgate/internal/host/auth"
 	"github.com/toolgate/toolgate/internal/host/config"
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 func TestSafeNext(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"/ui/feed?agent=a":        "/ui/feed?agent=a",
 		"/ui/":                    "/ui/",
@@ -53,6 +54,7 @@ func FuzzSafeNext(f *testing.F) {
 // agent: calls under their parent with all their entries; another agent's
 // call naming a call of this session stays in its own agent's tree.
 func TestTreeByParent(t *testing.T) {
+	t.Parallel()
 	hit := func(seq int64, agent, id, parent, phase string) auditindex.Hit {
 		return auditindex.Hit{Seq: seq, Entry: &gateway.Entry{Agent: agent, ID: id, Parent: parent, Phase: phase, Decision: "allow"}}
 	}
@@ -87,6 +89,7 @@ func TestTreeByParent(t *testing.T) {
 // nothing else; login keeps the token in a strict cookie; answering an
 // approval takes an admin session's own same-origin form.
 func TestAccess(t *testing.T) {
+	t.Parallel()
 	store, err := auth.OpenStore(filepath.Join(t.TempDir(), "tokens.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +99,7 @@ func TestAccess(t *testing.T) {
 	mcpTok, _, _ := store.Create(auth.ScopeMCP, "a", 0)
 	var refused []string
 	d := New(Options{Tokens: store, Approvals: approval.New(nil),
-		Agents:   func(context.Context) ([]adminclient.AgentStatus, error) { return nil, nil },
+		Agents:   func(context.Context) ([]api.AgentStatus, error) { return nil, nil },
 		Config:   func() *config.Config { return &config.Config{} },
 		OnRefuse: func(r *http.Request, reason string) { refused = append(refused, reason) }})
 	defer d.Close()

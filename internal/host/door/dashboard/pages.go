@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/approval"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/auditindex"
@@ -17,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/calltree"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/lib/textsafe"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // feedPage is how many entries the feed and the denials list show.
@@ -28,7 +28,7 @@ const maxSession = 5000
 var errNoIndex = errors.New("the audit index is unavailable (see the gateway's log); `toolgate audit` still reads the files")
 
 type agentRow struct {
-	adminclient.AgentStatus
+	api.AgentStatus
 	Usage *auditindex.AgentUsage
 }
 

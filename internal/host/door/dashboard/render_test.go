@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/approval"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/auditindex"
@@ -20,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/config"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/lib/textsafe"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // TestPagesRenderHostileText: html/template escapes markup, not what
@@ -27,6 +27,7 @@ import (
 // browser a bidirectional override, a control character or an invisible
 // format character that an agent put in a call.
 func TestPagesRenderHostileText(t *testing.T) {
+	t.Parallel()
 	const h = "ls \u202efdp.exe\u202c \u2066x\u2069 \x1b[2J\u009b\u200b\u3164"
 	const session = "s\u202e1"
 	dir := filepath.Join(t.TempDir(), "logs")
@@ -72,8 +73,8 @@ func TestPagesRenderHostileText(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	d := New(Options{Tokens: store, Index: x, Approvals: approvals, Poll: 10 * time.Millisecond,
-		Agents: func(context.Context) ([]adminclient.AgentStatus, error) {
-			return []adminclient.AgentStatus{{Agent: "a", State: "failed", Error: "exec: " + h}}, nil
+		Agents: func(context.Context) ([]api.AgentStatus, error) {
+			return []api.AgentStatus{{Agent: "a", State: "failed", Error: "exec: " + h}}, nil
 		},
 		Config: func() *config.Config { return &config.Config{} }})
 	defer d.Close()

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/host/assemble"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/config"
 	"github.com/toolgate/toolgate/internal/host/coretools"
-	"github.com/toolgate/toolgate/internal/host/daemon"
 	"github.com/toolgate/toolgate/internal/host/door/agentsock"
 	"github.com/toolgate/toolgate/internal/host/door/egress"
 	"github.com/toolgate/toolgate/internal/host/door/egress/dnstest"
@@ -61,18 +61,18 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := daemon.Build(cfg, nil)
+	b, err := assemble.Build(cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Snapshot.ByKind = map[gateway.Kind]gateway.Tool{gateway.KindEgress: daemon.EgressTool(cfg)}
+	b.Snapshot.ByKind = map[gateway.Kind]gateway.Tool{gateway.KindEgress: assemble.EgressTool(cfg)}
 
 	m, err := docker.New(ctx, docker.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if _, err := m.BuildDefaultImage(ctx, sandbox.DefaultImage, false); err != nil {
+	if _, err := m.BuildDefaultImage(ctx, proto.DefaultImage, false); err != nil {
 		t.Fatal(err)
 	}
 	specs := b.Specs(clientBin)

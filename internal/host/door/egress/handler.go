@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/wire"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // The agent socket's egress route. The in-sandbox forwarder sends
@@ -23,7 +24,7 @@ import (
 //	Toolgate-Parent: <id of the exec call whose process connects>
 //
 // and gets "200 Connection established" followed by the tunnel, or a JSON
-// wire.Error: 400 bad target, 403 denied, 429 too many connections, 502 the
+// api.Error: 400 bad target, 403 denied, 429 too many connections, 502 the
 // destination could not be reached, 503 audit unavailable.
 //
 // The path and header names are proto's, shared with the forwarder.
@@ -81,7 +82,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var denied *gateway.DeniedError
 	status, e := wire.ErrorFor(err)
 	if !errors.As(err, &denied) && !errors.Is(err, gateway.ErrAuditUnavailable) {
-		status, e = http.StatusBadGateway, &wire.Error{Code: "bad_gateway", Message: err.Error()}
+		status, e = http.StatusBadGateway, &api.Error{Code: "bad_gateway", Message: err.Error()}
 	}
 	e.ID = call.ID
 	wire.WriteError(w, status, e)

@@ -17,8 +17,8 @@ import (
 	"github.com/toolgate/toolgate/internal/host/door/egress/egresstest"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/netrule"
-	"github.com/toolgate/toolgate/internal/host/wire"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // tunnel is one CONNECT over the agent socket, as the forwarder sends it.
@@ -26,7 +26,7 @@ type tunnel struct {
 	net.Conn
 	r      *bufio.Reader
 	status int
-	err    *wire.Error
+	err    *api.Error
 }
 
 func (c *tunnel) Read(p []byte) (int, error) { return c.r.Read(p) }
@@ -66,7 +66,7 @@ func dial(sock, target, parent string) (*tunnel, error) {
 	}
 	tn.status = resp.StatusCode
 	if resp.StatusCode != http.StatusOK {
-		var body struct{ Error *wire.Error }
+		var body struct{ Error *api.Error }
 		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Error == nil {
 			c.Close()
 			return nil, fmt.Errorf("status %d without a wire error: %v", resp.StatusCode, err)

@@ -66,7 +66,7 @@ func (t *Tool) MaxConnections(agent string) (int, bool) {
 }
 
 // Prepare parses the target into call.Host/Port and, when the agent's
-// allowlist admits it, resolves it once into call.Detail["resolved"]. A
+// allowlist admits it, resolves it once into call.Egress. A
 // target off the list is never looked up: DNS queries would otherwise be a
 // channel out of the sandbox for names policy refuses.
 func (t *Tool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
@@ -90,6 +90,10 @@ func (t *Tool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
 		// recorded resolveError: Decide sees it, and so does replay.
 		_ = ag.guard.Resolve(context.Background(), tg, at)
 		maps.Copy(d, at.Detail())
+		// The facts policy reads are typed; the gateway records them.
+		delete(d, "resolved")
+		delete(d, "resolveError")
+		call.Egress = &gateway.EgressFacts{Resolved: at.Resolved, ResolveError: at.ResolveErr}
 	}
 	call.Detail = d
 	return nil
@@ -123,11 +127,10 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 	if down == nil || !ok {
 		return nil, ErrNoDownstream
 	}
-	addrs, err := netrule.Resolved(call.Detail)
-	if err != nil {
-		return nil, err
+	if call.Egress == nil {
+		return nil, errors.New("egress: the call holds no resolved answer")
 	}
-	at := &Attempt{Host: call.Host, Port: uint16(call.Port), Resolved: addrs, Decision: gateway.Decision{Allow: true}}
+	at := &Attempt{Host: call.Host, Port: uint16(call.Port), Resolved: call.Egress.Resolved, Decision: gateway.Decision{Allow: true}}
 	d := maps.Clone(call.Detail) // the decision entry may still hold the old map
 	defer func() { call.Detail = d }()
 

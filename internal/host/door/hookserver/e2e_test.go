@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/toolgate/toolgate/internal/testenv/timing"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/sandbox/docker"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testenv/timing"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
@@ -38,7 +38,7 @@ func newSandboxEnv(t testing.TB) *sandboxEnv {
 	_, clientBin := testenv.Binaries(t)
 	ctx := context.Background()
 	root := t.TempDir()
-	spec := sandbox.AgentSpec{Agent: testenv.Prefix() + "hooks", Image: sandbox.DefaultImage,
+	spec := sandbox.AgentSpec{Agent: testenv.Prefix() + "hooks", Image: proto.DefaultImage,
 		Workspace: filepath.Join(root, "agent", "workspace"), ClientBinary: clientBin}
 	mgr, err := docker.New(ctx, docker.Options{})
 	if err != nil {

@@ -15,7 +15,6 @@ package hookserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +29,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/hookcall"
 	"github.com/toolgate/toolgate/internal/host/wire"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/proto/hooks"
 )
 
@@ -144,10 +144,9 @@ func (s *Server) Mount(srv *agentsock.Server) {
 	srv.Handle("POST "+proto.PostToolUsePath, http.HandlerFunc(s.postToolUse))
 }
 
-// GateAnswer is the gate route's 200 body: the decision and the audit id.
-type GateAnswer struct {
-	gateway.Decision
-	ID string `json:"id,omitempty"`
+// gateAnswer is the gate route's 200 body for a decision and its audit id.
+func gateAnswer(d gateway.Decision, id string) proto.GateAnswer {
+	return proto.GateAnswer{Allow: d.Allow, Rule: d.Rule, Reason: d.Reason, Ask: d.Ask, Shadow: d.Shadow, ID: id}
 }
 
 // TapAnswer is the tap route's 200 body.
@@ -189,9 +188,9 @@ func (s *Server) preToolUse(w http.ResponseWriter, r *http.Request) {
 	var denied *gateway.DeniedError
 	switch {
 	case err == nil:
-		writeJSON(w, http.StatusOK, GateAnswer{Decision: gateway.Decision{Allow: true}, ID: call.ID})
+		wire.WriteJSON(w, gateAnswer(gateway.Decision{Allow: true}, call.ID))
 	case errors.As(err, &denied):
-		writeJSON(w, http.StatusOK, GateAnswer{Decision: denied.Decision, ID: denied.ID})
+		wire.WriteJSON(w, gateAnswer(denied.Decision, denied.ID))
 	default: // the audit could not record the decision: the client fails closed
 		status, e := wire.ErrorFor(err)
 		wire.WriteError(w, status, e)
@@ -207,7 +206,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, agent string, in
 		wire.WriteError(w, status, e)
 		return
 	}
-	writeJSON(w, http.StatusOK, GateAnswer{Decision: denied.Decision, ID: denied.ID})
+	wire.WriteJSON(w, gateAnswer(denied.Decision, denied.ID))
 }
 
 // refusal is the call of a hook request refused before it became one: what
@@ -275,11 +274,11 @@ func (s *Server) postToolUse(w http.ResponseWriter, r *http.Request) {
 	id, dup, err := s.record(agent, hooks.EventID(in), tapObservation(agent, in, call))
 	switch {
 	case err != nil:
-		wire.WriteError(w, http.StatusServiceUnavailable, &wire.Error{Code: "unavailable", Message: err.Error()})
+		wire.WriteError(w, http.StatusServiceUnavailable, &api.Error{Code: "unavailable", Message: err.Error()})
 	case dup:
-		writeJSON(w, http.StatusOK, TapAnswer{Duplicate: true})
+		wire.WriteJSON(w, TapAnswer{Duplicate: true})
 	default:
-		writeJSON(w, http.StatusOK, TapAnswer{ID: id})
+		wire.WriteJSON(w, TapAnswer{ID: id})
 	}
 }
 
@@ -348,12 +347,6 @@ func (s *Server) record(agent, id string, o *gateway.Observation) (entryID strin
 	return entryID, false, err
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
 // Ingest is the admin handler for POST /v1/agents/{agent}/observations:
 // the body is a stream-json transcript (claude -p --output-format
 // stream-json --verbose); every observation becomes an entry of type
@@ -364,7 +357,7 @@ func (s *Server) Ingest() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		agent := r.PathValue("agent")
 		if _, ok := s.opts.Gateway.Snapshot().Agents[agent]; !ok {
-			wire.WriteError(w, http.StatusNotFound, &wire.Error{Code: "not_found", Message: fmt.Sprintf("unknown agent %q", agent)})
+			wire.WriteError(w, http.StatusNotFound, &api.Error{Code: "not_found", Message: fmt.Sprintf("unknown agent %q", agent)})
 			return
 		}
 		ans, err := s.IngestStream(agent, r.Body)
@@ -373,10 +366,10 @@ func (s *Server) Ingest() http.Handler {
 			if errors.Is(err, errAudit) {
 				status = http.StatusServiceUnavailable
 			}
-			wire.WriteError(w, status, &wire.Error{Code: http.StatusText(status), Message: err.Error()})
+			wire.WriteError(w, status, &api.Error{Code: http.StatusText(status), Message: err.Error()})
 			return
 		}
-		writeJSON(w, http.StatusOK, ans)
+		wire.WriteJSON(w, ans)
 	})
 }
 

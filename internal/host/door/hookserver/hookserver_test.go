@@ -19,8 +19,8 @@ import (
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/hookcall"
 	"github.com/toolgate/toolgate/internal/host/policy"
-	"github.com/toolgate/toolgate/internal/host/wire"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -131,13 +131,13 @@ func (e *env) post(t testing.TB, path string, body []byte) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-func (e *env) gate(t testing.TB, body []byte) GateAnswer {
+func (e *env) gate(t testing.TB, body []byte) proto.GateAnswer {
 	t.Helper()
 	status, b := e.post(t, proto.PreToolUsePath, body)
 	if status != http.StatusOK {
 		t.Fatalf("gate: %d %s", status, b)
 	}
-	var ga GateAnswer
+	var ga proto.GateAnswer
 	if err := json.Unmarshal(b, &ga); err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestGateDecides(t *testing.T) {
 				t.Fatalf("no audit entry for %s", ga.ID)
 			}
 			d := got[0]
-			if d.Phase != gateway.PhaseDecision || d.Decision != ga.Verdict() || d.Via != hookcall.ViaHook || d.Detail["tool_use_id"] == nil || d.Detail["peer"] == nil {
+			if d.Phase != gateway.PhaseDecision || d.Decision != (gateway.Decision{Allow: ga.Allow, Ask: ga.Ask}).Verdict() || d.Via != hookcall.ViaHook || d.Detail["tool_use_id"] == nil || d.Detail["peer"] == nil {
 				t.Fatalf("decision entry %+v", d)
 			}
 		})
@@ -328,7 +328,7 @@ func TestTapFailureAndBadInput(t *testing.T) {
 	// naming its entry.
 	for _, body := range []string{"", "{", string(sample(t, "hook-input-PreToolUse-Bash.json")), `{"hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":[]}`} {
 		status, b := e.post(t, proto.PostToolUsePath, []byte(body))
-		var ans struct{ Error *wire.Error }
+		var ans struct{ Error *api.Error }
 		if status != http.StatusBadRequest || json.Unmarshal(b, &ans) != nil || ans.Error == nil || ans.Error.Rule != RuleInput {
 			t.Fatalf("tap of %.40q: %d %s, want 400 with rule %s", body, status, b, RuleInput)
 		}
@@ -407,7 +407,7 @@ func FuzzGate(f *testing.F) {
 	e := newEnvIn(f, testenv.SmallFS(f, testenv.FSTmpfs, 1<<30), "demo", "", "")
 	f.Fuzz(func(t *testing.T, body []byte) {
 		status, b := e.post(t, proto.PreToolUsePath, body)
-		var ga GateAnswer
+		var ga proto.GateAnswer
 		if status != http.StatusOK || json.Unmarshal(b, &ga) != nil {
 			t.Fatalf("%d %s", status, b)
 		}

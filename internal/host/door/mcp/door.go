@@ -30,6 +30,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/wire"
 	"github.com/toolgate/toolgate/internal/proto"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // Via is the entry point recorded in the audit log for calls through the door.
@@ -197,13 +198,13 @@ func (d *Door) Handler(id IdentifyFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ident, ok := id(r)
 		if !ok {
-			wire.WriteError(w, http.StatusUnauthorized, &wire.Error{Code: "unauthorized", Message: "no identity for this request"})
+			wire.WriteError(w, http.StatusUnauthorized, &api.Error{Code: "unauthorized", Message: "no identity for this request"})
 			return
 		}
 		snap := d.gw.Snapshot()
 		if ident.Agent != "" {
 			if _, known := snap.Agents[ident.Agent]; !known {
-				wire.WriteError(w, http.StatusForbidden, &wire.Error{Code: "unauthorized", Message: fmt.Sprintf("agent %q is not configured", ident.Agent)})
+				wire.WriteError(w, http.StatusForbidden, &api.Error{Code: "unauthorized", Message: fmt.Sprintf("agent %q is not configured", ident.Agent)})
 				return
 			}
 		}
@@ -575,7 +576,7 @@ func (d *Door) refuseUnoffered(idd *identityDoor) sdk.Middleware {
 
 // callError is the structured content of a failed call.
 type callError struct {
-	Error *wire.Error `json:"error"`
+	Error *api.Error `json:"error"`
 }
 
 // ToResult is what a caller of a tool gets back over MCP: whatever the

@@ -118,7 +118,7 @@ func TestSchemaViolationRunsNothing(t *testing.T) {
 			t.Errorf("%s %v: %q", c.tool, c.args, callText(res))
 		}
 	}
-	if n := f.sandbox.execs.Load(); n != 0 {
+	if n := len(f.sandbox.Execs()); n != 0 {
 		t.Fatalf("%d execs ran for invalid arguments", n)
 	}
 	for _, e := range f.auditEntries(t, "exec") {
@@ -128,7 +128,7 @@ func TestSchemaViolationRunsNothing(t *testing.T) {
 	}
 	// The same session still works.
 	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{"argv": []string{"true"}}})
-	if err != nil || res.IsError || f.sandbox.execs.Load() != 1 {
+	if err != nil || res.IsError || len(f.sandbox.Execs()) != 1 {
 		t.Fatalf("valid exec after bad ones: %v %q", err, callText(res))
 	}
 }
@@ -284,7 +284,7 @@ func TestBadRequests(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "over the limit") {
 		t.Fatalf("batch of 10000: %d %s", resp.StatusCode, body)
 	}
-	if n := f.sandbox.execs.Load(); n != 0 {
+	if n := len(f.sandbox.Execs()); n != 0 {
 		t.Fatalf("%d execs ran from a refused batch", n)
 	}
 

@@ -4,26 +4,24 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/auth"
 	"github.com/toolgate/toolgate/internal/host/config"
 	"github.com/toolgate/toolgate/internal/host/coretools"
 	"github.com/toolgate/toolgate/internal/host/door/adminapi"
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/host/gateway/gatewaytest"
 	"github.com/toolgate/toolgate/internal/host/plugin"
 	"github.com/toolgate/toolgate/internal/host/policy"
 	"github.com/toolgate/toolgate/internal/host/upstream"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // testConfig: agent a has echo and no patch, and a rule denying "forbidden";
@@ -40,42 +38,11 @@ agents:
   b: {}
 `
 
-// fakeSandbox counts execs; files live in memory.
-type fakeSandbox struct {
-	execs atomic.Int64
-	mu    sync.Mutex
-	files map[string][]byte
-}
-
-func (s *fakeSandbox) Sandbox(context.Context, string) (gateway.Sandbox, error) { return s, nil }
-func (s *fakeSandbox) Exec(_ context.Context, spec *gateway.ExecSpec) (*gateway.ExecOutcome, error) {
-	s.execs.Add(1)
-	if spec.Stdout != nil {
-		spec.Stdout.Write([]byte("ran\n"))
-	}
-	return &gateway.ExecOutcome{}, nil
-}
-func (s *fakeSandbox) ReadFile(_ context.Context, p string, limit int64) (*gateway.File, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.files[p]
-	if !ok {
-		return nil, os.ErrNotExist
-	}
-	return &gateway.File{Path: p, Size: int64(len(b)), Mode: 0o644, Data: b}, nil
-}
-func (s *fakeSandbox) WriteFile(_ context.Context, p string, data []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.files[p] = data
-	return nil
-}
-
 type fixture struct {
 	home    string
 	cfg     *config.Config
 	gw      *gateway.Gateway
-	sandbox *fakeSandbox
+	sandbox *gatewaytest.Sandbox
 	tokens  *auth.Store
 	door    *Door
 	audit   *audit.Writer
@@ -119,7 +86,7 @@ func newFixtureOn(t testing.TB, cfgYAML string, opts Options, pool *upstream.Poo
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { aw.Close() })
-	f := &fixture{home: home, cfg: cfg, sandbox: &fakeSandbox{files: map[string][]byte{}}, audit: aw, pool: pool}
+	f := &fixture{home: home, cfg: cfg, sandbox: &gatewaytest.Sandbox{}, audit: aw, pool: pool}
 	f.gw = gateway.New(gateway.Options{Audit: aw, Sandboxes: f.sandbox}, snap)
 	f.tokens, err = auth.OpenStore(filepath.Join(home, auth.StoreFile))
 	if err != nil {
@@ -139,7 +106,7 @@ func newFixtureOn(t testing.TB, cfgYAML string, opts Options, pool *upstream.Poo
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", auth.Require(f.tokens, auth.ScopeMCP, RouteOptions(nil))(f.door.Handler(TokenIdentity)))
 	api := &adminapi.Server{Gateway: f.gw, Tokens: f.tokens,
-		Status: func(context.Context) ([]adminclient.AgentStatus, error) { return nil, nil }}
+		Status: func(context.Context) ([]api.AgentStatus, error) { return nil, nil }}
 	mux.Handle("/v1/", api.Handler())
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)

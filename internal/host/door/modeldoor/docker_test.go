@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/host/assemble"
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/config"
 	"github.com/toolgate/toolgate/internal/host/coretools"
-	"github.com/toolgate/toolgate/internal/host/daemon"
 	"github.com/toolgate/toolgate/internal/host/door/agentsock"
 	"github.com/toolgate/toolgate/internal/host/door/modeldoor"
 	"github.com/toolgate/toolgate/internal/host/door/modeldoor/fakeprovider"
@@ -58,7 +58,7 @@ agents:
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := daemon.Build(cfg, nil)
+	b, err := assemble.Build(cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ agents:
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if _, err := m.BuildDefaultImage(ctx, sandbox.DefaultImage, false); err != nil {
+	if _, err := m.BuildDefaultImage(ctx, proto.DefaultImage, false); err != nil {
 		t.Fatal(err)
 	}
 	specs := b.Specs(clientBin)

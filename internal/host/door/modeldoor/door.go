@@ -173,8 +173,8 @@ func (d *Door) serve(ctx context.Context, call *gateway.Call, provider, method, 
 	}
 	path, query, _ := strings.Cut(path, "?")
 	call.Kind, call.Tool = gateway.KindModel, provider
-	call.Prepared = &exchange{method: method, path: path, query: query, header: h, body: body, out: out}
-	res, err := d.gw.Handle(ctx, call, nil)
+	call.Prepared = &exchange{method: method, path: path, query: query, header: h, body: body}
+	res, err := d.gw.Handle(ctx, call, &gateway.Streams{Stdout: out})
 	if out.started() {
 		return // the upstream's answer went out; its end is in the result entry
 	}
@@ -184,8 +184,8 @@ func (d *Door) serve(ctx context.Context, call *gateway.Call, provider, method, 
 		status := http.StatusForbidden
 		if denied.Decision.Rule == model.RuleRPM {
 			status = http.StatusTooManyRequests
-			if s, ok := model.SpentOf(call.Detail["spent"]); ok && s.RetryAfter > 0 {
-				out.header().Set("Retry-After", strconv.Itoa(int(s.RetryAfter.Seconds())+1))
+			if m := call.Model; m != nil && m.Spent != nil && m.Spent.RetryAfter > 0 {
+				out.header().Set("Retry-After", strconv.Itoa(int(m.Spent.RetryAfter.Seconds())+1))
 			}
 		}
 		if denied.Decision.Rule == "args.invalid" {
@@ -221,7 +221,7 @@ func refuse(out sink, api model.API, status int, id, rule, msg string) {
 		h.Set(HeaderRule, rule)
 	}
 	out.start(status, h)
-	_ = out.write(model.ErrorBody(api, status, msg))
+	_, _ = out.Write(model.ErrorBody(api, status, msg))
 }
 
 // httpSink answers on an HTTP response, flushing every write.
@@ -258,14 +258,12 @@ func (s *httpSink) start(status int, h http.Header) {
 	}
 }
 
-func (s *httpSink) write(p []byte) error {
-	if _, err := s.w.Write(p); err != nil {
-		return err
+func (s *httpSink) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err == nil && s.flusher != nil {
+		err = http.NewResponseController(s.w).Flush()
 	}
-	if s.flusher != nil {
-		return http.NewResponseController(s.w).Flush()
-	}
-	return nil
+	return n, err
 }
 
 func (s *httpSink) started() bool { return s.began }
@@ -304,10 +302,7 @@ func (s *pipeSink) start(status int, h http.Header) {
 	})
 }
 
-func (s *pipeSink) write(p []byte) error {
-	_, err := s.w.Write(p)
-	return err
-}
+func (s *pipeSink) Write(p []byte) (int, error) { return s.w.Write(p) }
 
 func (s *pipeSink) started() bool {
 	s.mu.Lock()

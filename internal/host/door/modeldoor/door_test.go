@@ -630,6 +630,9 @@ func TestRecordedCallsDecideAgain(t *testing.T) {
 			continue
 		}
 		n++
+		if _, ok := e.Detail["spent"]; !ok || e.Detail["model"] == nil || e.Detail["api"] != "anthropic" {
+			t.Fatalf("entry %s does not record the facts policy read: %v", e.ID, e.Detail)
+		}
 		call := &gateway.Call{Agent: e.Agent, Kind: e.Type, Tool: e.Tool, Args: e.Args, Detail: e.Detail}
 		_, refused := gateway.Prepare(snap, call)
 		if refused != nil {

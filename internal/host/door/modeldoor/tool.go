@@ -135,14 +135,14 @@ type Args struct {
 	BodyBytes   int                `json:"bodyBytes"`
 }
 
-// exchange is one request in flight: what the entry point received and
-// where the answer goes. The entry point puts it in Call.Prepared.
+// exchange is one request in flight, as the entry point received it. The
+// entry point puts it in Call.Prepared; the answer goes to the call's
+// output (RunEnv.IO), a sink, as every tool's output goes to its caller.
 type exchange struct {
 	method, path string
 	query        string // raw, passed on as sent
 	header       http.Header
 	body         []byte
-	out          sink
 
 	api      model.API
 	endpoint model.Endpoint
@@ -151,17 +151,17 @@ type exchange struct {
 
 // sink is where an answer goes: an HTTP response, or an in-process reader.
 type sink interface {
+	// Write sends body bytes at once (flushed); an error means the client is gone.
+	io.Writer
 	// start sends the status and headers; once, before any body.
 	start(status int, h http.Header)
-	// write sends body bytes at once (flushed); an error means the client is gone.
-	write(p []byte) error
 	started() bool
 	// header holds headers the door adds to its own answers.
 	header() http.Header
 }
 
-// Prepare reads the request's facts into the call's arguments and detail,
-// and what the agent has spent into Detail["spent"], so policy decides on
+// Prepare reads the request's facts into the call's arguments and
+// Call.Model, with what the agent has spent, so policy decides on
 // recorded facts only.
 func (t *Tool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
 	ex, ok := call.Prepared.(*exchange)
@@ -198,14 +198,8 @@ func (t *Tool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
 		return err
 	}
 	ex.api, ex.endpoint, ex.facts = p.api, ep, facts
-	d := maps.Clone(call.Detail)
-	if d == nil {
-		d = map[string]any{}
-	}
-	d["model"] = facts.Model
-	d["api"] = string(p.api) // the provider's API: gen_ai.provider.name in traces
-	d["spent"] = t.meter.Spent(call.Agent, t.now())
-	call.Detail = d
+	spent := t.meter.Spent(call.Agent, t.now())
+	call.Model = &gateway.ModelFacts{Name: facts.Model, API: string(p.api), Spent: &spent}
 	return nil
 }
 
@@ -229,14 +223,15 @@ func (t *Tool) prepareRecorded(call *gateway.Call) error {
 	if _, ok := t.providers[call.Tool]; !ok {
 		return fmt.Errorf("model: no provider %q is configured", call.Tool)
 	}
-	d := maps.Clone(call.Detail)
-	if d == nil {
-		d = map[string]any{}
+	f := &gateway.ModelFacts{Name: a.Model}
+	if name, ok := call.Detail["model"].(string); ok {
+		f.Name = name
 	}
-	if _, ok := d["model"]; !ok {
-		d["model"] = a.Model
+	f.API, _ = call.Detail["api"].(string)
+	if spent, ok := model.SpentOf(call.Detail["spent"]); ok {
+		f.Spent = &spent
 	}
-	call.Detail = d
+	call.Model = f
 	return nil
 }
 
@@ -249,11 +244,18 @@ func (t *Tool) prepareRecorded(call *gateway.Call) error {
 // door reads on for the usage, for at most drainTime and drainBytes more.
 // An answer whose usage does not arrive whole is charged an estimate
 // (model.Estimate) and recorded as such (usage: estimated).
-func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (*gateway.Result, error) {
+func (t *Tool) Run(ctx context.Context, call *gateway.Call, env *gateway.RunEnv) (*gateway.Result, error) {
 	ex, _ := call.Prepared.(*exchange)
 	p := t.providers[call.Tool]
 	if ex == nil || p == nil {
 		return nil, errors.New("model: the call carries no request")
+	}
+	var answer sink
+	if env != nil && env.IO != nil {
+		answer, _ = env.IO.Stdout.(sink)
+	}
+	if answer == nil {
+		return nil, errors.New("model: the call has no answer to write to")
 	}
 	if ctx.Err() != nil {
 		return nil, errors.New("model: the client went away before the request was sent")
@@ -321,7 +323,7 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 	if s, ok := retryAfter(resp.Header); ok {
 		d["retryAfter"] = s
 	}
-	ex.out.start(resp.StatusCode, answerHeader(resp.Header))
+	answer.start(resp.StatusCode, answerHeader(resp.Header))
 	d["ttfbMs"] = ms(t.now().Sub(start))
 
 	sse := strings.HasPrefix(strings.ToLower(resp.Header.Get("Content-Type")), "text/event-stream")
@@ -347,7 +349,7 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 				gone = client.Err()
 			}
 			if gone == nil {
-				if gone = ex.out.write(buf[:k]); gone != nil {
+				if _, gone = answer.Write(buf[:k]); gone != nil {
 					left()
 				}
 			} else if drained += int64(k); drained > t.drainBytes {
@@ -398,7 +400,7 @@ func (t *Tool) Run(ctx context.Context, call *gateway.Call, _ *gateway.RunEnv) (
 		res.Error = "the upstream cut the answer: " + upErr.Error()
 		if sse {
 			// Tell the client in its API's own words; it may be gone too.
-			_ = ex.out.write(model.StreamError(ex.endpoint, "toolgate: "+res.Error))
+			_, _ = answer.Write(model.StreamError(ex.endpoint, "toolgate: "+res.Error))
 		}
 	case resp.StatusCode >= 400:
 		res.Error = fmt.Sprintf("the upstream answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/host/sandbox"
 )
 
 // engineProxy relays a Unix socket to the real Engine until cut: then the
@@ -129,5 +130,5 @@ func TestEngineLostIsNotAStoppedSandbox(t *testing.T) {
 // bad image. It asks errors.Is, not the text: the agent's name, made from
 // this test's, holds the word "stopped".
 func wrongVerdict(err error) bool {
-	return err != nil && (errors.Is(err, errStopped) || strings.Contains(err.Error(), "sandbox image"))
+	return err != nil && (errors.Is(err, sandbox.ErrGone) || strings.Contains(err.Error(), "sandbox image"))
 }

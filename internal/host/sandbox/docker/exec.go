@@ -32,7 +32,7 @@ type Sandbox struct {
 	m     *Manager
 	agent string
 
-	calls calls                  // in flight; held back while the container is replaced
+	calls sandbox.Calls          // in flight; held back while the container is replaced
 	boot  boot                   // whether the container is up; calls wait while it comes up
 	h     sandbox.Handle[string] // the container's id
 }
@@ -58,10 +58,10 @@ func (s *Sandbox) Exec(ctx context.Context, spec *gateway.ExecSpec) (*gateway.Ex
 	if !proto.ValidCallID(callID) {
 		return nil, fmt.Errorf("exec: invalid call id %q", callID)
 	}
-	if err := s.calls.enter(ctx); err != nil {
+	if err := s.calls.Enter(ctx); err != nil {
 		return nil, err
 	}
-	defer s.calls.leave()
+	defer s.calls.Leave()
 	out, err := s.execExecutor(ctx, spec, callID)
 	if !errors.Is(err, errNoExecutor) {
 		return out, err
@@ -82,7 +82,8 @@ func (s *Sandbox) execExecutor(ctx context.Context, spec *gateway.ExecSpec, call
 	if spec.Timeout > 0 {
 		req.Timeout = spec.Timeout.String()
 	}
-	return s.viaExecutor(ctx, req, spec.Stdin, orDiscard(spec.Stdout), orDiscard(spec.Stderr), spec.Timeout)
+	stdout, stderr := spec.Outputs()
+	return s.viaExecutor(ctx, req, spec.Stdin, stdout, stderr, spec.Timeout)
 }
 
 // execEngine is Exec through an Engine exec of `toolgate-client run`. The
@@ -100,7 +101,8 @@ func (s *Sandbox) execEngine(ctx context.Context, spec *gateway.ExecSpec, callID
 	}
 	// As on the executor path: the caller's writer failing is its own
 	// error, not the output breaking off, and asks no stopping check.
-	stdout, stderr := &hostexec.FailedWriter{W: orDiscard(spec.Stdout)}, &hostexec.FailedWriter{W: orDiscard(spec.Stderr)}
+	out, errOut := spec.Outputs()
+	stdout, stderr := &hostexec.FailedWriter{W: out}, &hostexec.FailedWriter{W: errOut}
 	start := time.Now()
 
 	execID, att, err := s.start(ctx, opts)
@@ -133,7 +135,7 @@ func (s *Sandbox) execEngine(ctx context.Context, spec *gateway.ExecSpec, callID
 			return nil, werr
 		}
 		out, err := s.finish(ctx, execID, copyErr, spec.Timeout, time.Since(start))
-		if err != nil && !errors.Is(err, errStopped) {
+		if err != nil && !errors.Is(err, sandbox.ErrGone) {
 			// The output broke off (a failed writer, a lost stream)
 			// with the call perhaps still running: it must not go on
 			// unwatched.
@@ -167,7 +169,7 @@ func (s *Sandbox) finish(ctx context.Context, execID string, copyErr error, time
 		stopped, eerr := s.stopping(ctx)
 		if stopped {
 			s.h.MarkStale()
-			return nil, fmt.Errorf("sandbox container for agent %s stopped during the call: %w", s.agent, errStopped)
+			return nil, fmt.Errorf("sandbox container for agent %s stopped during the call: %w", s.agent, sandbox.ErrGone)
 		}
 		if eerr != nil {
 			return nil, fmt.Errorf("exec in the sandbox of agent %s: %w", s.agent, eerr)
@@ -316,11 +318,4 @@ func (s *Sandbox) runEngine(ctx context.Context, argv []string, stdin io.Reader,
 		return 0, "", ierr
 	}
 	return out.ExitCode, errBuf.Stderr(), nil
-}
-
-func orDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
 }

@@ -37,9 +37,11 @@ func (s *Sandbox) viaExecutor(ctx context.Context, req *proto.ExecRequest, stdin
 	}
 	switch {
 	case ctx.Err() != nil:
-		if stdin != nil && req.CallID != "" {
-			// An executor blocked feeding stdin may not see the
-			// connection go: end the group through the Engine too.
+		if req.CallID != "" {
+			// The executor kills the group when the connection goes,
+			// unless it does not see it go (blocked feeding stdin, or
+			// wedged): the host ends it too, so the tree is gone, with
+			// or without stdin, when the call returns.
 			s.killCall(ctx, req.CallID)
 		}
 		return nil, ctx.Err()
@@ -55,7 +57,7 @@ func (s *Sandbox) viaExecutor(ctx context.Context, req *proto.ExecRequest, stdin
 	stopped, eerr := s.stopping(ctx)
 	if stopped {
 		s.h.MarkStale()
-		return nil, fmt.Errorf("sandbox container for agent %s stopped during the call: %w", s.agent, errStopped)
+		return nil, fmt.Errorf("sandbox container for agent %s stopped during the call: %w", s.agent, sandbox.ErrGone)
 	}
 	if eerr != nil {
 		return nil, fmt.Errorf("exec: %v, and %w", err, eerr)

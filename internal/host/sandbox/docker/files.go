@@ -14,10 +14,10 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) (*gateway
 	if err := hostexec.CheckAbs(p); err != nil {
 		return nil, err
 	}
-	if err := s.calls.enter(ctx); err != nil {
+	if err := s.calls.Enter(ctx); err != nil {
 		return nil, err
 	}
-	defer s.calls.leave()
+	defer s.calls.Leave()
 	return hostexec.ReadFile(ctx, s.run, p, limit)
 }
 
@@ -27,10 +27,10 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte) error {
 	if err := hostexec.CheckAbs(p); err != nil {
 		return err
 	}
-	if err := s.calls.enter(ctx); err != nil {
+	if err := s.calls.Enter(ctx); err != nil {
 		return err
 	}
-	defer s.calls.leave()
+	defer s.calls.Leave()
 	return hostexec.WriteFile(ctx, s.run, p, data)
 }
 
@@ -40,10 +40,10 @@ func (s *Sandbox) WriteFileFrom(ctx context.Context, p string, r io.Reader, size
 	if err := hostexec.CheckAbs(p); err != nil {
 		return [32]byte{}, err
 	}
-	if err := s.calls.enter(ctx); err != nil {
+	if err := s.calls.Enter(ctx); err != nil {
 		return [32]byte{}, err
 	}
-	defer s.calls.leave()
+	defer s.calls.Leave()
 	return hostexec.WriteFileFrom(ctx, s.run, p, r, size, want)
 }
 
@@ -52,9 +52,9 @@ func (s *Sandbox) ReadFileTo(ctx context.Context, p string, limit int64, check f
 	if err := hostexec.CheckAbs(p); err != nil {
 		return nil, err
 	}
-	if err := s.calls.enter(ctx); err != nil {
+	if err := s.calls.Enter(ctx); err != nil {
 		return nil, err
 	}
-	defer s.calls.leave()
+	defer s.calls.Leave()
 	return hostexec.ReadFileTo(ctx, s.run, p, limit, check, w)
 }

@@ -1,7 +1,7 @@
 // Package docker is the Docker Engine sandbox backend: one container per
 // agent, created, re-attached or recreated from its spec, with exec and
 // file I/O through the Engine API. Everything Docker-specific stays here,
-// behind gateway.Sandbox and gateway.Sandboxes.
+// behind sandbox.Backend.
 package docker
 
 import (
@@ -91,7 +91,10 @@ type Manager struct {
 	started map[string]time.Time
 }
 
-var _ gateway.Sandboxes = (*Manager)(nil)
+var (
+	_ sandbox.Backend  = (*Manager)(nil)
+	_ sandbox.Preparer = (*Manager)(nil)
+)
 
 // New connects to the Engine (DOCKER_HOST and friends, or opts.Host) and
 // negotiates the API version down to the engine's.
@@ -145,6 +148,22 @@ func (m *Manager) APIVersion() string { return m.cli.ClientVersion() }
 // Client exposes the Engine client for diagnostics and tests.
 func (m *Manager) Client() *client.Client { return m.cli }
 
+// Describe names the backend and the Engine API it speaks.
+func (m *Manager) Describe() []any {
+	return []any{"backend", "docker", "docker_api", m.APIVersion()}
+}
+
+// Sockets are in the agents' host directories (AgentSpec.SocketDir), which
+// their containers mount: they stay where they are when a container is
+// made anew.
+func (m *Manager) Sockets(specs []sandbox.AgentSpec) []sandbox.Socket {
+	socks := make([]sandbox.Socket, 0, len(specs))
+	for _, s := range specs {
+		socks = append(socks, s.Socket(filepath.Join(s.SocketDir(), proto.SocketName)))
+	}
+	return socks
+}
+
 // SetSpecs installs the agents' specs (start and config reload). A sandbox
 // whose spec changed is recreated on its next use, not now, so calls in
 // flight finish on the container they started in. The launchers follow
@@ -188,7 +207,7 @@ func (m *Manager) Sandbox(ctx context.Context, agent string) (gateway.Sandbox, e
 		}
 	}
 	if !ok {
-		return nil, fmt.Errorf("no sandbox configured for agent %q", agent)
+		return nil, fmt.Errorf("%w for agent %q", sandbox.ErrNotConfigured, agent)
 	}
 	// Out of date with calls in flight: the call waits for the new
 	// container (Sandbox.enter) instead of cutting them.
@@ -620,9 +639,6 @@ func (m *Manager) Remove(ctx context.Context, agent string) error {
 	_, err = m.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
 	return err
 }
-
-// errStopped is wrapped by errors about a container that died mid-call.
-var errStopped = errors.New("sandbox container stopped")
 
 // errEngine is wrapped by errors about an Engine that could not be asked.
 // It says nothing about the container, which is left as it is (not marked

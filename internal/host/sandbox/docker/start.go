@@ -19,14 +19,8 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/sandbox"
+	"github.com/toolgate/toolgate/internal/proto"
 )
-
-// UpParallel bounds the containers created or started at once (Up, and a
-// reload bringing them in line). The Engine overlaps their set-up (mounts,
-// cgroups, runc), so more in flight is faster, up to a point: 30 agents on
-// 2 cores came up in 0.7-0.9× the time of 30 parallel `docker run -d` at
-// 16, 0.9-1.0× at 8, no better at 32.
-const UpParallel = 16
 
 // startWait bounds how long a call waits for a sandbox still coming up.
 const startWait = 2 * time.Minute
@@ -129,9 +123,10 @@ const (
 // Up brings the sandboxes of specs up in the background and returns at
 // once: each is starting until its container runs, or failed with the
 // reason; calls to a starting sandbox wait for it. The default image is
-// built first when an agent uses it. Containers are created UpParallel at a
-// time, from one listing of this instance's containers and one inspect per
-// image for all of them. done is closed once every one is up or failed.
+// built first when an agent uses it. Containers are created
+// sandbox.UpParallel at a time, from one listing of this instance's
+// containers and one inspect per image for all of them. done is closed
+// once every one is up or failed.
 func (m *Manager) Up(ctx context.Context, specs []sandbox.AgentSpec) (done <-chan struct{}) {
 	type job struct {
 		b    *Sandbox
@@ -158,9 +153,9 @@ func (m *Manager) Up(ctx context.Context, specs []sandbox.AgentSpec) (done <-cha
 		for i, j := range jobs {
 			specs[i] = j.spec
 		}
-		if err := m.BuildDefaultImageFor(ctx, specs); err != nil {
+		if err := m.Prepare(ctx, specs); err != nil {
 			jobs = slices.DeleteFunc(jobs, func(j job) bool {
-				if j.spec.Image != sandbox.DefaultImage {
+				if j.spec.Image != proto.DefaultImage {
 					return false
 				}
 				j.b.boot.end(notStarted(j.spec.Agent, err))
@@ -174,7 +169,7 @@ func (m *Manager) Up(ctx context.Context, specs []sandbox.AgentSpec) (done <-cha
 			}
 			return
 		}
-		sem := make(chan struct{}, UpParallel)
+		sem := make(chan struct{}, sandbox.UpParallel)
 		var wg sync.WaitGroup
 		for _, j := range jobs {
 			wg.Add(1)
@@ -354,11 +349,11 @@ func sameVersion(a, b fileSum) bool {
 	return a == b
 }
 
-// BuildDefaultImageFor builds the default image when one of specs uses it
-// and it is missing or out of date.
-func (m *Manager) BuildDefaultImageFor(ctx context.Context, specs []sandbox.AgentSpec) error {
+// Prepare builds the default image when one of specs uses it and it is
+// missing or out of date (sandbox.Preparer).
+func (m *Manager) Prepare(ctx context.Context, specs []sandbox.AgentSpec) error {
 	for _, s := range specs {
-		if s.Image == sandbox.DefaultImage {
+		if s.Image == proto.DefaultImage {
 			if _, err := m.BuildDefaultImage(ctx, s.Image, false); err != nil {
 				return fmt.Errorf("building the default sandbox image: %w", err)
 			}

@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -417,141 +416,18 @@ func (h *headLimit) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// readFrames copies the executor's output frames to stdout and stderr and
-// returns the exit frame: binary frames (proto.ReadExecFrames), or NDJSON
-// from an executor that predates them.
+// readFrames copies the executor's output frames (proto.ReadExecFrames)
+// to stdout and stderr and returns the exit frame; any other answer is an
+// error, not output.
 func readFrames(resp *http.Response, stdout, stderr io.Writer) (*gateway.ExecOutcome, error) {
-	switch media := resp.Header.Get("Content-Type"); media {
-	case proto.ExecFramesMedia:
-		exit, err := proto.ReadExecFrames(resp.Body, stdout, stderr)
-		if err != nil {
-			return nil, err
-		}
-		return &gateway.ExecOutcome{ExitCode: exit.ExitCode, TimedOut: exit.TimedOut}, nil
-	case "application/x-ndjson":
-		return readJSONFrames(resp.Body, stdout, stderr)
-	default:
-		return nil, fmt.Errorf("%w: executor answered with Content-Type %q", proto.ErrBadFrame, media)
+	if media := resp.Header.Get("Content-Type"); media != proto.ExecFramesMedia {
+		// A toolgate-client from before binary frames answers NDJSON: its
+		// sandbox is recreated at the gateway's next ensure.
+		return nil, fmt.Errorf("%w: executor answered with Content-Type %q, not exec frames", proto.ErrBadFrame, media)
 	}
-}
-
-// readJSONFrames copies NDJSON output frames to stdout and stderr and
-// returns the exit frame. The executor is the sandbox's: every frame is
-// bounded and must be exactly one well-formed field; anything else, or an
-// end without an exit frame, is an error.
-func readJSONFrames(r io.Reader, stdout, stderr io.Writer) (*gateway.ExecOutcome, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	for {
-		line, err := readFrameLine(br)
-		if err != nil {
-			return nil, err
-		}
-		fr, err := parseExecFrame(line)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case fr.Stdout != nil:
-			if _, err := stdout.Write(fr.Stdout); err != nil {
-				return nil, err
-			}
-		case fr.Stderr != nil:
-			if _, err := stderr.Write(fr.Stderr); err != nil {
-				return nil, err
-			}
-		default:
-			return &gateway.ExecOutcome{ExitCode: fr.Exit.ExitCode, TimedOut: fr.Exit.TimedOut}, nil
-		}
-	}
-}
-
-func readFrameLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		part, err := br.ReadSlice('\n')
-		line = append(line, part...)
-		if len(line) > proto.MaxExecLine {
-			return nil, fmt.Errorf("executor frame longer than %d bytes", proto.MaxExecLine)
-		}
-		switch {
-		case err == nil:
-			return line, nil
-		case errors.Is(err, io.EOF):
-			return nil, fmt.Errorf("executor stream ended without an exit frame: %w", io.ErrUnexpectedEOF)
-		case !errors.Is(err, bufio.ErrBufferFull):
-			return nil, err
-		}
-	}
-}
-
-func parseExecFrame(line []byte) (*proto.ExecFrame, error) {
-	if fr := fastOutputFrame(line); fr != nil {
-		return fr, nil
-	}
-	return decodeExecFrame(line)
-}
-
-var (
-	stdoutPrefix = []byte(`{"stdout":"`)
-	stderrPrefix = []byte(`{"stderr":"`)
-	framePrefix  = []byte(`{"std`)
-	frameSuffix  = []byte("\"}\n")
-)
-
-// fastOutputFrame reads the frame a large output is made of,
-// {"stdout":"BASE64"} or {"stderr":…} alone on its line, without the JSON
-// decoder (which cost a read of 16 MiB most of its second). Standard base64
-// needs no JSON escape, so it takes exactly the lines decodeExecFrame reads
-// as such a frame; anything else (nil) goes to decodeExecFrame.
-func fastOutputFrame(line []byte) *proto.ExecFrame {
-	if len(line) < len(stdoutPrefix)+len(frameSuffix) || !bytes.HasPrefix(line, framePrefix) || !bytes.HasSuffix(line, frameSuffix) {
-		return nil
-	}
-	var out *[]byte
-	var fr proto.ExecFrame
-	switch {
-	case bytes.HasPrefix(line, stdoutPrefix):
-		out = &fr.Stdout
-	case bytes.HasPrefix(line, stderrPrefix):
-		out = &fr.Stderr
-	default:
-		return nil
-	}
-	b64 := line[len(stdoutPrefix) : len(line)-len(frameSuffix)]
-	// base64 skips CR and LF, which JSON refuses raw in a string.
-	if bytes.IndexAny(b64, "\r\n") >= 0 {
-		return nil
-	}
-	data := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
-	n, err := base64.StdEncoding.Decode(data, b64)
+	exit, err := proto.ReadExecFrames(resp.Body, stdout, stderr)
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	*out = data[:n]
-	return &fr
-}
-
-func decodeExecFrame(line []byte) (*proto.ExecFrame, error) {
-	var fr proto.ExecFrame
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&fr); err != nil {
-		return nil, fmt.Errorf("bad executor frame: %w", err)
-	}
-	if len(bytes.TrimSpace(line[dec.InputOffset():])) != 0 {
-		return nil, errors.New("bad executor frame: trailing data")
-	}
-	set := 0
-	for _, ok := range []bool{fr.Stdout != nil, fr.Stderr != nil, fr.Exit != nil} {
-		if ok {
-			set++
-		}
-	}
-	if set != 1 {
-		return nil, fmt.Errorf("bad executor frame: %d fields set, want 1", set)
-	}
-	if fr.Exit != nil && (fr.Exit.ExitCode < 0 || fr.Exit.ExitCode > 255) {
-		return nil, fmt.Errorf("bad executor frame: exit code %d", fr.Exit.ExitCode)
-	}
-	return &fr, nil
+	return &gateway.ExecOutcome{ExitCode: exit.ExitCode, TimedOut: exit.TimedOut}, nil
 }

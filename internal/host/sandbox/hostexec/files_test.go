@@ -47,6 +47,7 @@ func clientRunner(t *testing.T, rewrite func([]string) []string) hostexec.Runner
 // digest the bytes do not have, or a content stream that breaks leaves the
 // old file and no temporary one, each with its own error.
 func TestWriteFileFromDigestAfter(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	run := clientRunner(t, nil)
 	dir := t.TempDir()
@@ -102,6 +103,7 @@ func TestWriteFileFromDigestAfter(t *testing.T) {
 // a message that says why, and the file stays. A write with the digest
 // stated uses the form every client knows.
 func TestWriteFileFromOlderClient(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	older := clientRunner(t, func(argv []string) []string {
 		if argv[len(argv)-1] == proto.PutDigestAfter {

@@ -66,6 +66,7 @@ func runEcho(t *testing.T, dir string, stdin []byte) {
 // never reached through a connection to the one before; a connection the
 // executor closed is given up and the call goes on a new one.
 func TestRunKeepsConnection(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	serve := func(ln net.Listener, idle time.Duration) {
 		srv := guest.ExecutorServer()
@@ -116,6 +117,7 @@ func TestRunKeepsConnection(t *testing.T) {
 // not say it closes; otherwise the next call dials. The executor here is
 // canned, to answer what a real one does not.
 func TestRunKeepsOnlyCleanEnds(t *testing.T) {
+	t.Parallel()
 	exit := proto.ExitFrame(proto.ExecExit{ExitCode: 0})
 	chunk := fmt.Sprintf("%x\r\n%s\r\n", len(exit), exit)
 	head := "HTTP/1.1 200 OK\r\nContent-Type: " + proto.ExecFramesMedia + "\r\nTransfer-Encoding: chunked\r\n"
@@ -166,6 +168,7 @@ func TestRunKeepsOnlyCleanEnds(t *testing.T) {
 // connection (the executor then kills the call's group); the next call
 // must not find it kept.
 func TestRunCancelledNotKept(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ln := listenExecutor(t, dir)
 	srv := guest.ExecutorServer()
@@ -185,6 +188,7 @@ func TestRunCancelledNotKept(t *testing.T) {
 // TestIdleConnsSwept: what no call took within idleFor is closed by a
 // later put, whatever its directory.
 func TestIdleConnsSwept(t *testing.T) {
+	t.Parallel()
 	p := &idleConns{m: map[string][]*execConn{}}
 	pipe := func() (*execConn, net.Conn) {
 		a, b := net.Pipe()

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
 	"slices"
 	"time"
 
@@ -25,14 +27,12 @@ import (
 	"github.com/toolgate/toolgate/internal/proto"
 )
 
-// ErrPodGone is wrapped by errors about a pod that went away during a call.
-var ErrPodGone = errors.New("sandbox pod went away during the call")
-
 // Sandbox is one agent's pod. The handle stays valid across recreations:
 // it always points at the agent's current pod.
 type Sandbox struct {
 	m     *Manager
 	agent string
+	calls sandbox.Calls // in flight; held back while the pod is replaced
 	h     sandbox.Handle[podRef]
 }
 
@@ -43,7 +43,11 @@ type podRef struct {
 	uid  types.UID
 }
 
-var _ gateway.Sandbox = (*Sandbox)(nil)
+var (
+	_ gateway.Sandbox      = (*Sandbox)(nil)
+	_ gateway.StreamWriter = (*Sandbox)(nil)
+	_ gateway.StreamReader = (*Sandbox)(nil)
+)
 
 // Pod is the agent's current pod: its name and UID.
 func (s *Sandbox) Pod() (string, types.UID) {
@@ -72,16 +76,18 @@ func (s *Sandbox) Exec(ctx context.Context, spec *gateway.ExecSpec) (*gateway.Ex
 	if !proto.ValidCallID(callID) {
 		return nil, fmt.Errorf("exec: invalid call id %q", callID)
 	}
-	if err := s.revive(ctx); err != nil {
+	leave, err := s.enter(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer leave()
 	_, _, box := s.current()
 	env := append(slices.Clip(spec.Env), box.CallEnv(callID, spec.Session)...)
 	req := &proto.ExecRequest{Argv: spec.Argv, Cwd: spec.Cwd, Env: env, CallID: callID}
 	if spec.Timeout > 0 {
 		req.Timeout = spec.Timeout.String()
 	}
-	stdout, stderr := orDiscard(spec.Stdout), orDiscard(spec.Stderr)
+	stdout, stderr := spec.Outputs()
 	out, err := s.viaExecutor(ctx, req, spec.Stdin, stdout, stderr, spec.Timeout)
 	if !errors.Is(err, hostexec.ErrNoExecutor) {
 		return out, err
@@ -96,20 +102,42 @@ func (s *Sandbox) ExecThroughAPI(ctx context.Context, spec *gateway.ExecSpec) (*
 	callID := cmp.Or(spec.CallID, gateway.NewID())
 	_, _, box := s.current()
 	env := append(slices.Clip(spec.Env), box.CallEnv(callID, spec.Session)...)
-	return s.execPod(ctx, sandbox.RunArgv(callID, spec.Timeout, spec.Cwd, env, spec.Argv), callID, spec.Stdin, orDiscard(spec.Stdout), orDiscard(spec.Stderr), spec.Timeout)
+	stdout, stderr := spec.Outputs()
+	return s.execPod(ctx, sandbox.RunArgv(callID, spec.Timeout, spec.Cwd, env, spec.Argv), callID, spec.Stdin, stdout, stderr, spec.Timeout)
 }
 
-// revive recreates the pod of a sandbox marked stale.
-func (s *Sandbox) revive(ctx context.Context) error {
-	if !s.h.Stale() {
-		return nil
+// enter brings back the pod of a sandbox marked stale (Sync: not under
+// calls in flight) or lost between calls, then counts a call in it,
+// waiting while its pod is replaced.
+func (s *Sandbox) enter(ctx context.Context) (leave func(), err error) {
+	if !s.h.Stale() && s.volumeGone() {
+		s.h.MarkStale() // deleted while idle: nothing of this call has run yet
 	}
-	_, _, spec := s.current()
-	if cur, ok := s.m.spec(s.agent); ok {
-		spec = cur // a reload may have changed it
+	if s.h.Stale() {
+		_, _, spec := s.current()
+		if cur, ok := s.m.spec(s.agent); ok {
+			spec = cur // a reload may have changed it
+		}
+		if _, err := s.m.Sync(ctx, spec); err != nil {
+			return nil, err
+		}
 	}
-	_, err := s.m.Ensure(ctx, spec)
-	return err
+	if err := s.calls.Enter(ctx); err != nil {
+		return nil, err
+	}
+	return s.calls.Leave, nil
+}
+
+// volumeGone reports whether the current pod's exec volume has left this
+// node: the kubelet removes it once the pod is deleted, so a pod lost
+// between calls is noticed by a stat, not a question to the API server.
+func (s *Sandbox) volumeGone() bool {
+	_, uid, _ := s.current()
+	if uid == "" {
+		return false
+	}
+	_, err := os.Stat(s.m.VolumeDir(uid, VolExec))
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // viaExecutor runs req on the warm executor in the pod's exec volume.
@@ -160,7 +188,7 @@ func (s *Sandbox) gone(ctx context.Context) error {
 		return nil
 	}
 	s.h.MarkStale()
-	return fmt.Errorf("sandbox pod of agent %s %s: %w", s.agent, why, ErrPodGone)
+	return fmt.Errorf("sandbox pod of agent %s %s: %w", s.agent, why, sandbox.ErrGone)
 }
 
 // podGone asks the API server whether the pod the call ran in is going or
@@ -209,6 +237,7 @@ func (s *Sandbox) execPod(ctx context.Context, argv []string, callID string, std
 	defer stopStream()
 	so := &hostexec.FailedWriter{W: stdout, OnFail: stopStream}
 	se := &hostexec.FailedWriter{W: stderr, OnFail: stopStream}
+	start := time.Now()
 	code, err := s.stream(streamCtx, argv, stdin, so, se)
 	if werr := cmp.Or(so.Err, se.Err); werr != nil {
 		s.killCall(ctx, callID)
@@ -222,7 +251,8 @@ func (s *Sandbox) execPod(ctx context.Context, argv []string, callID string, std
 	}
 	switch {
 	case err == nil:
-		return &gateway.ExecOutcome{ExitCode: code, TimedOut: timeout > 0 && code == 124}, nil
+		// 124 is also a command's own code: a timeout only once it passed.
+		return &gateway.ExecOutcome{ExitCode: code, TimedOut: timeout > 0 && code == 124 && time.Since(start) >= timeout}, nil
 	case ctx.Err() != nil:
 		s.killCall(ctx, callID)
 		return nil, ctx.Err()
@@ -276,9 +306,6 @@ func (s *Sandbox) killCall(ctx context.Context, callID string) {
 // run executes a short helper argv (get, put, kill) on the warm executor,
 // else through pods/exec; a hostexec.Runner.
 func (s *Sandbox) run(ctx context.Context, argv []string, stdin io.Reader, stdout io.Writer) (int, string, error) {
-	if err := s.revive(ctx); err != nil {
-		return 0, "", err
-	}
 	errBuf := &hostexec.CapWriter{Max: 4096}
 	if stdout == nil {
 		stdout = errBuf
@@ -300,17 +327,41 @@ func (s *Sandbox) run(ctx context.Context, argv []string, stdin io.Reader, stdou
 
 // ReadFile reads a file through `toolgate-client get` inside the pod.
 func (s *Sandbox) ReadFile(ctx context.Context, p string, limit int64) (*gateway.File, error) {
+	leave, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	return hostexec.ReadFile(ctx, s.run, p, limit)
 }
 
 // WriteFile atomically replaces a file through `toolgate-client put` inside the pod.
 func (s *Sandbox) WriteFile(ctx context.Context, p string, data []byte) error {
+	leave, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
 	return hostexec.WriteFile(ctx, s.run, p, data)
 }
 
-func orDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
+// WriteFileFrom is WriteFile with the content streamed and hashed on its
+// way (gateway.StreamWriter).
+func (s *Sandbox) WriteFileFrom(ctx context.Context, p string, r io.Reader, size int64, want *[32]byte) ([32]byte, error) {
+	leave, err := s.enter(ctx)
+	if err != nil {
+		return [32]byte{}, err
 	}
-	return w
+	defer leave()
+	return hostexec.WriteFileFrom(ctx, s.run, p, r, size, want)
+}
+
+// ReadFileTo is ReadFile streamed to w (gateway.StreamReader).
+func (s *Sandbox) ReadFileTo(ctx context.Context, p string, limit int64, check func(*gateway.File) error, w io.Writer) (*gateway.File, error) {
+	leave, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	return hostexec.ReadFileTo(ctx, s.run, p, limit, check, w)
 }

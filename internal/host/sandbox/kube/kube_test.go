@@ -54,7 +54,8 @@ func waitExecutor(t testing.TB, sb *Sandbox) {
 // fall back, so a pass shows the executor ran the call.
 func (s *Sandbox) viaExecutorOnly(ctx context.Context, spec *gateway.ExecSpec) (*gateway.ExecOutcome, error) {
 	req := &proto.ExecRequest{Argv: spec.Argv, Cwd: spec.Cwd, Env: spec.Env, CallID: cmp.Or(spec.CallID, gateway.NewID())}
-	return s.viaExecutor(ctx, req, spec.Stdin, orDiscard(spec.Stdout), orDiscard(spec.Stderr), spec.Timeout)
+	stdout, stderr := spec.Outputs()
+	return s.viaExecutor(ctx, req, spec.Stdin, stdout, stderr, spec.Timeout)
 }
 
 // TestPodLifecycle: a pod created for an agent runs under Pod Security
@@ -213,7 +214,7 @@ func TestPodLifecycle(t *testing.T) {
 			case <-time.After(time.Minute):
 				t.Fatalf("%s: the call did not end when its pod was deleted", p.name)
 			}
-			if !errors.Is(r.err, ErrPodGone) {
+			if !errors.Is(r.err, sandbox.ErrGone) {
 				t.Fatalf("%s: got %v %+v, want an error naming the pod gone", p.name, r.err, r.out)
 			}
 			t.Logf("%s: %v", p.name, r.err)

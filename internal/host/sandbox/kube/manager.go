@@ -13,9 +13,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +32,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/sandbox"
+	"github.com/toolgate/toolgate/internal/host/sandbox/hostexec"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/proto/hooks"
 )
@@ -70,11 +74,7 @@ type Options struct {
 	PullPolicy corev1.PullPolicy
 	// StartTimeout bounds how long a new pod may take to run; 0: 2 minutes.
 	StartTimeout time.Duration
-	// OnPod, when set, is told each time an agent's pod was created or
-	// adopted, with the path the gateway is to listen on for it (the
-	// socket in the new pod's volume): the agent socket follows the pod.
-	OnPod  func(spec sandbox.AgentSpec, socketPath string) error
-	Logger *slog.Logger
+	Logger       *slog.Logger
 }
 
 // Manager owns the agents' sandbox pods.
@@ -90,16 +90,24 @@ type Manager struct {
 	size       resource.Quantity
 	pull       corev1.PullPolicy
 	startWait  time.Duration
-	onPod      func(sandbox.AgentSpec, string) error
 	log        *slog.Logger
 
 	agents *sandbox.Registry[Sandbox]
 
 	mu     sync.Mutex
 	policy bool // the NetworkPolicy is known to exist
+	// An agent's socket is in its current pod's volume, so it is known
+	// only once the pod runs, and moves when the pod is made anew:
+	// socks holds each agent's, and serve (ServeSockets) is told of a move.
+	socks map[string]sandbox.Socket
+	serve func([]sandbox.Socket) error
+	specs []sandbox.AgentSpec // the last SetSpecs'
 }
 
-var _ gateway.Sandboxes = (*Manager)(nil)
+var (
+	_ sandbox.Backend     = (*Manager)(nil)
+	_ sandbox.SocketMover = (*Manager)(nil)
+)
 
 // New connects to the API server and checks that the namespace exists.
 func New(ctx context.Context, opts Options) (*Manager, error) {
@@ -129,7 +137,8 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	m := &Manager{
 		cs: cs, cfg: opts.Config, ns: opts.Namespace, instance: opts.Instance, node: opts.Node,
 		kubeletDir: cmp.Or(opts.KubeletDir, DefaultKubeletDir), links: cmp.Or(opts.SocketLinks, DefaultSocketLinks), class: opts.StorageClass, size: size,
-		pull: cmp.Or(opts.PullPolicy, corev1.PullIfNotPresent), startWait: opts.StartTimeout, onPod: opts.OnPod, log: opts.Logger,
+		pull: cmp.Or(opts.PullPolicy, corev1.PullIfNotPresent), startWait: opts.StartTimeout, log: opts.Logger,
+		socks: map[string]sandbox.Socket{},
 	}
 	m.agents = sandbox.NewRegistry(func(agent string) *Sandbox {
 		b := &Sandbox{m: m, agent: agent}
@@ -158,29 +167,43 @@ func (m *Manager) ClaimName(agent string) string { return objectName(m.instance,
 // recreated on its next use, so calls in flight finish in the pod they
 // started in; launchers follow the tools at once.
 func (m *Manager) SetSpecs(specs []sandbox.AgentSpec) error {
+	m.mu.Lock()
+	m.specs = specs
+	m.mu.Unlock()
 	return m.agents.Configure(specs, func(b *Sandbox, s sandbox.AgentSpec, changed bool) error {
 		if changed {
 			b.h.MarkStale()
 			return nil
 		}
-		if _, uid := b.Pod(); uid != "" {
-			return m.writeLaunchers(uid, s)
+		if _, uid := b.Pod(); uid != "" && !b.h.Stale() {
+			err := m.writeLaunchers(uid, s)
+			if errors.Is(err, fs.ErrNotExist) {
+				// Its pod was deleted underneath: a new one gets them.
+				b.h.MarkStale()
+				return nil
+			}
+			return err
 		}
 		return nil
 	})
 }
 
 // Sandbox returns the agent's sandbox, creating, adopting or recreating its
-// pod when it is missing, failed or out of date.
+// pod when it is missing, failed or out of date (Sync: a pod with calls in
+// flight is recreated once they end, and the call waits for it).
 func (m *Manager) Sandbox(ctx context.Context, agent string) (gateway.Sandbox, error) {
 	b, spec, ok := m.agents.Lookup(agent)
 	if b != nil && !b.h.Stale() {
 		return b, nil
 	}
 	if !ok {
-		return nil, fmt.Errorf("no sandbox configured for agent %q", agent)
+		return nil, fmt.Errorf("%w for agent %q", sandbox.ErrNotConfigured, agent)
 	}
-	return m.Ensure(ctx, spec)
+	if _, err := m.Sync(ctx, spec); err != nil {
+		return nil, err
+	}
+	b, _, _ = m.agents.Lookup(agent)
+	return b, nil
 }
 
 // Ensure makes the agent's pod exist, match spec and run: a running pod of
@@ -198,31 +221,89 @@ func (m *Manager) Ensure(ctx context.Context, spec sandbox.AgentSpec) (*Sandbox,
 		return nil, fmt.Errorf("sandbox for agent %q: %w", spec.Agent, err)
 	}
 	b.h.Set(podRef{pod.Name, pod.UID}, spec)
-	if m.onPod != nil {
-		p, err := m.SocketPath(b)
-		if err == nil {
-			err = m.onPod(spec, p)
-		}
-		if err != nil {
-			b.h.MarkStale()
-			return nil, fmt.Errorf("sandbox for agent %q: its socket: %w", spec.Agent, err)
-		}
+	if err := m.moveSocket(b, spec); err != nil {
+		b.h.MarkStale()
+		return nil, fmt.Errorf("sandbox for agent %q: its socket: %w", spec.Agent, err)
 	}
 	return b, nil
 }
 
-// Sync is Ensure for a configuration reload: a sandbox whose spec changed
-// while it exists is left for its next call to recreate (pending), so calls
-// in flight finish in the pod they started in.
-func (m *Manager) Sync(ctx context.Context, spec sandbox.AgentSpec) (pending bool, err error) {
-	if b, _, _ := m.agents.Lookup(spec.Agent); b != nil && b.h.Stale() {
-		if _, uid := b.Pod(); uid != "" {
-			m.agents.Register(spec)
-			return true, nil
+// moveSocket moves the agent's socket into its new pod's volume, before
+// the call that made the pod runs.
+func (m *Manager) moveSocket(b *Sandbox, spec sandbox.AgentSpec) error {
+	p, err := m.SocketPath(b)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.socks[spec.Agent] = spec.Socket(p)
+	serve, specs := m.serve, slices.Clone(m.specs)
+	m.mu.Unlock()
+	if serve == nil {
+		return nil // the daemon's first Sockets serves it
+	}
+	return serve(m.Sockets(specs))
+}
+
+// Sockets are the sockets of the agents of specs whose pod runs.
+func (m *Manager) Sockets(specs []sandbox.AgentSpec) []sandbox.Socket {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var socks []sandbox.Socket
+	for _, s := range specs {
+		if k, ok := m.socks[s.Agent]; ok {
+			socks = append(socks, k)
 		}
 	}
-	_, err = m.Ensure(ctx, spec)
-	return false, err
+	return socks
+}
+
+// ServeSockets has set told of the sockets each time one moves.
+func (m *Manager) ServeSockets(set func([]sandbox.Socket) error) {
+	m.mu.Lock()
+	m.serve = set
+	m.mu.Unlock()
+}
+
+// Describe names the backend and this gateway's node.
+func (m *Manager) Describe() []any {
+	return []any{"backend", "kubernetes", "node", m.node}
+}
+
+// Up brings the pods up one after the other (each waits for its pod to
+// run; the API server and the node pace them anyway); a pod that does not
+// come up is logged, and its next call tries again.
+func (m *Manager) Up(ctx context.Context, specs []sandbox.AgentSpec) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, s := range specs {
+			if _, err := m.Sync(ctx, s); err != nil && ctx.Err() == nil {
+				m.log.Error("sandbox pod not up", "agent", s.Agent, "err", err)
+			}
+		}
+	}()
+	return done
+}
+
+// Sync is Ensure for a configuration reload. A pod that must be recreated
+// while calls run in it is recreated once they have finished — new calls
+// wait for the new pod — or, at the latest, after the spec's drain bound,
+// cutting what still runs: pending (sandbox.Calls.Resync).
+func (m *Manager) Sync(ctx context.Context, spec sandbox.AgentSpec) (pending bool, err error) {
+	b, _ := m.agents.Register(spec)
+	// Not stale: Ensure adopts the pod it has, cutting nothing.
+	keep := func() (bool, error) { return !b.h.Stale(), nil }
+	// The newest spec: a reload may have come meanwhile.
+	ensure := func(ctx context.Context) error {
+		spec, ok := m.spec(b.agent)
+		if !ok {
+			return fmt.Errorf("agent %q: %w", b.agent, sandbox.ErrNotConfigured)
+		}
+		_, err := m.Ensure(ctx, spec)
+		return err
+	}
+	return b.calls.Resync(ctx, keep, ensure, spec.DrainBound(hostexec.KillGrace), m.log, spec.Agent)
 }
 
 // Close releases the API client's idle connections; pods keep running
@@ -454,8 +535,13 @@ func (m *Manager) SocketPath(sb *Sandbox) (string, error) {
 }
 
 // writeLaunchers fills the gateway's volumes of a running pod: one
-// launcher per plugin tool, and Claude Code's managed settings.
+// launcher per plugin tool, and Claude Code's managed settings. A pod
+// whose volumes are gone is not written to (fs.ErrNotExist): that would
+// make its directories again under the kubelet's.
 func (m *Manager) writeLaunchers(uid types.UID, spec sandbox.AgentSpec) error {
+	if _, err := os.Stat(m.VolumeDir(uid, VolToolsBin)); err != nil {
+		return fmt.Errorf("launchers: %w", err)
+	}
 	if err := sandbox.WriteLaunchers(m.VolumeDir(uid, VolToolsBin), spec.Tools, proto.LauncherPath); err != nil {
 		return err
 	}
@@ -470,18 +556,34 @@ func (m *Manager) writeLaunchers(uid types.UID, spec sandbox.AgentSpec) error {
 	return os.Rename(p+".tmp", p)
 }
 
-// Status reports each configured agent's sandbox pod.
+// Status reports each configured agent's sandbox pod: its UID as the
+// container, its phase in lower case as the state (running, pending …, as
+// Docker's are).
 func (m *Manager) Status(ctx context.Context) ([]sandbox.Status, error) {
 	return m.agents.Status(func(agent string, b *Sandbox) (sandbox.Status, error) {
-		st, err := m.PodStatus(ctx, agent)
+		st, err := m.podStatus(ctx, agent)
+		st.State = strings.ToLower(st.State)
 		st.Waiting = b.h.Queue().Waiting()
 		return st, err
 	})
 }
 
-// PodStatus reports the agent's sandbox pod: its UID as the container,
+// PodOf is the agent's pod and its phase as Kubernetes spells it (the
+// Agent resource's status); no name when it has none.
+func (m *Manager) PodOf(ctx context.Context, agent string) (pod, phase string, err error) {
+	st, err := m.podStatus(ctx, agent)
+	if err != nil {
+		return "", "", err
+	}
+	if st.State == sandbox.StateMissing {
+		return "", st.State, nil
+	}
+	return m.PodName(agent), st.State, nil
+}
+
+// podStatus reports the agent's sandbox pod: its UID as the container,
 // its phase as the state.
-func (m *Manager) PodStatus(ctx context.Context, agent string) (sandbox.Status, error) {
+func (m *Manager) podStatus(ctx context.Context, agent string) (sandbox.Status, error) {
 	st := sandbox.Status{Agent: agent, State: sandbox.StateMissing}
 	pod, err := m.cs.CoreV1().Pods(m.ns).Get(ctx, m.PodName(agent), metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {

@@ -21,8 +21,9 @@ import (
 	"github.com/toolgate/toolgate/internal/host/daemon"
 	"github.com/toolgate/toolgate/internal/host/kubeagents"
 	"github.com/toolgate/toolgate/internal/host/sandbox/kube"
-	"github.com/toolgate/toolgate/internal/host/wire"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/testenv/wait"
 )
 
 // TestServeAgentResources runs `toolgate serve` with the kubernetes backend
@@ -81,7 +82,7 @@ plugins:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(home, adminclient.TokenFile), []byte(tok), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, api.TokenFile), []byte(tok), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// An Agent a gateway on a node that is gone had: this gateway takes it over.
@@ -147,7 +148,7 @@ plugins:
 	}
 	for _, s := range steps {
 		res, err := cl.Call(ctx, name, s.tool, s.args, nil, nil)
-		var denied *wire.Error
+		var denied *api.Error
 		switch {
 		case s.denied && (!errors.As(err, &denied) || denied.Code != "denied" || denied.Rule != "no-forbidden"):
 			t.Errorf("%s %v: got %v, want a denial", s.tool, s.args, err)
@@ -182,7 +183,7 @@ plugins:
 	if err := os.WriteFile(filepath.Join(ctxDir, "address"), []byte(admin+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(ctxDir, adminclient.TokenFile), []byte(tok), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(ctxDir, api.TokenFile), []byte(tok), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cli := func(args ...string) (string, error) {
@@ -243,12 +244,8 @@ const patience = 3 * time.Minute
 
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", patience, what)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !wait.Until(patience, ok) {
+		t.Fatalf("waited %s for %s", patience, what)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 // BusyboxPath is where Debian's busybox-static puts its binary.
 const BusyboxPath = "/bin/busybox"
 
-// DefaultTag is the default sandbox image (sandbox.DefaultImage).
+// DefaultTag is the default sandbox image (proto.DefaultImage).
 const DefaultTag = "toolgate/sandbox:latest"
 
 // applets get a /bin symlink to busybox in the busybox images.

@@ -54,6 +54,9 @@ func (l testLog) Write(p []byte) (int, error) {
 // them in CI.
 func needBuild(t *testing.T) {
 	t.Helper()
+	if testing.Short() { // as testenv.Long says it
+		t.Skip("-short: needs a musl build of busybox")
+	}
 	if err := needTools(); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal(err)

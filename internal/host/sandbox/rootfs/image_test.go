@@ -38,7 +38,7 @@ func startSandbox(t *testing.T, image string) gateway.Sandbox {
 	name := testenv.Prefix() + strings.ToLower(t.Name())
 	spec := sandbox.AgentSpec{
 		Agent: name, Image: image, Workspace: filepath.Join(t.TempDir(), name, "workspace"),
-		User: sandbox.DefaultUser, Memory: 512 << 20, CPUs: 1, Pids: 256, ClientBinary: clientBin,
+		User: proto.DefaultUser, Memory: 512 << 20, CPUs: 1, Pids: 256, ClientBinary: clientBin,
 	}
 	if err := m.SetSpecs([]sandbox.AgentSpec{spec}); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// AgentUID is the sandbox user every profile provides (sandbox.DefaultUser).
+// AgentUID is the sandbox user every profile provides (proto.DefaultUser).
 const AgentUID = 1000
 
 // tarWriter writes a root filesystem; the first error sticks and ends all

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/host/assemble"
 	"github.com/toolgate/toolgate/internal/host/config"
-	"github.com/toolgate/toolgate/internal/host/daemon"
 	"github.com/toolgate/toolgate/internal/host/door/agentsock/sockettest"
 	"github.com/toolgate/toolgate/internal/host/door/egress"
 	"github.com/toolgate/toolgate/internal/host/door/egress/dnstest"
@@ -51,7 +51,7 @@ func New(t testing.TB, configYAML string, answer func(name string, qtype uint16,
 	e.Env = sockettest.New(t, agents)
 	snap := *e.GW.Snapshot()
 	snap.Decider = eng
-	snap.ByKind = map[gateway.Kind]gateway.Tool{gateway.KindEgress: daemon.EgressTool(cfg)}
+	snap.ByKind = map[gateway.Kind]gateway.Tool{gateway.KindEgress: assemble.EgressTool(cfg)}
 	e.GW.Swap(&snap)
 	e.Handler = egress.NewHandler(e.GW)
 	e.Server.Handle(egress.Pattern, e.Handler)

@@ -1,0 +1,45 @@
+package api
+
+import "time"
+
+// Pending is a call waiting for a person, as a person is shown it: every
+// fact, secrets redacted.
+type Pending struct {
+	ID     string `json:"id"`
+	Agent  string `json:"agent"`
+	Kind   Kind   `json:"kind"`
+	Tool   string `json:"tool"`
+	Rule   string `json:"rule"`
+	Reason string `json:"reason"`
+	// Digest is what an approval binds: with --same-args a standing
+	// approval allows only calls of this digest.
+	Digest   string        `json:"digest"`
+	Args     string        `json:"args"` // the arguments as sent, secrets redacted
+	Input    *PendingInput `json:"input,omitempty"`
+	Command  string        `json:"command,omitempty"`
+	Argv     []string      `json:"argv,omitempty"`
+	Path     string        `json:"path,omitempty"`
+	Host     string        `json:"host,omitempty"`
+	Port     int           `json:"port,omitempty"`
+	Session  string        `json:"session,omitempty"`
+	Asked    time.Time     `json:"asked"`
+	Deadline time.Time     `json:"deadline"`
+}
+
+// PendingInput is a waiting call's standard input as a person is shown it.
+type PendingInput struct {
+	Bytes  int    `json:"bytes"`  // the whole input's size, as the tool gets it
+	SHA256 string `json:"sha256"` // of the whole input, as the tool gets it
+	Data   []byte `json:"data"`   // the input, secrets redacted (base64 in JSON: it may be any bytes)
+	// Cut is how many bytes of Data a list left out; the call's own page
+	// (GET /v1/approvals/ID) shows them.
+	Cut int `json:"cut,omitempty"`
+}
+
+// ApprovalAnswer is a person's answer to a call waiting for approval.
+type ApprovalAnswer struct {
+	Approve  bool   `json:"approve"`
+	Reason   string `json:"reason,omitempty"`
+	For      string `json:"for,omitempty"` // a duration: the approval stands this long
+	SameArgs bool   `json:"same_args,omitempty"`
+}
