@@ -38,7 +38,8 @@ type AuditLocal interface {
 // (TestThinTreeListsEveryCommand keeps it theirs).
 var auditGatewayCommands = []gatewayCommand{
 	{"tail", "Print the last entries, optionally following new ones"},
-	{"verify", "Check the hash chain across all audit files; name the first bad line"},
+	{"verify", "Check the audit log (chain, tree, signed checkpoints) or a receipt; name the first bad entry"},
+	{"receipt", "Write a receipt anyone can verify offline: a session's (a call's, an agent's) entries, each proved in a signed checkpoint"},
 }
 
 // newAuditCmd is toolgate-cli's audit: show, query and reindex ask the

@@ -27,7 +27,7 @@ type gatewayCommand struct{ name, short string }
 // GatewayBinary. TestThinTreeListsEveryCommand (gatewaycmd) keeps them equal
 // to the real commands.
 var gatewayCommands = []gatewayCommand{
-	{"init", "Write a commented config and an admin token into the toolgate home"},
+	{"init", "Write a commented config, an admin token and the gateway's signing key into the toolgate home"},
 	{"serve", "Run the gateway: create or re-attach one sandbox per agent and serve the admin API"},
 	{"config", "Inspect the configuration"},
 	{"policy", "Test policy decisions"},
@@ -38,6 +38,7 @@ var gatewayCommands = []gatewayCommand{
 	{"hooks", "Claude Code hooks: the gate and tap settings"},
 	{"secrets", "Manage host-side secrets (HOME/secrets.yaml, 0600; never mounted into a sandbox)"},
 	{"token", "Create, list and revoke scoped bearer tokens"},
+	{"id", "Print this gateway's id and the key its audit checkpoints and receipts are checked with"},
 }
 
 // delegated returns a stand-in for each of gatewayCommands.

@@ -25,3 +25,10 @@ func (c *Client) AuditReindex(ctx context.Context) (*api.Reindexed, error) {
 	var ans api.Reindexed
 	return &ans, c.json(ctx, "POST", "/v1/audit/reindex", nil, &ans)
 }
+
+// AuditCheckpoint has the daemon sign a checkpoint of its audit log now:
+// one that covers every entry written so far, for a receipt of them.
+func (c *Client) AuditCheckpoint(ctx context.Context) (*api.Checkpointed, error) {
+	var ans api.Checkpointed
+	return &ans, c.json(ctx, "POST", "/v1/audit/checkpoint", nil, &ans)
+}

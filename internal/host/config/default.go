@@ -21,6 +21,11 @@ gateway:
     dir: HOME/logs              # audit.jsonl lives here
     maxFileBytes: 64m           # rotate (keeping the hash chain) beyond this
     maxArgBytes: 1024           # longer argument strings are cut, with a marker
+    # A checkpoint of the log's Merkle tree, signed with HOME/gateway.key
+    # (toolgate id), every so many entries and so long after the last
+    # one; receipts (toolgate audit receipt) prove entries against one.
+    checkpointEvery: 1000
+    checkpointInterval: 30s
     # A fleet's gateways can also copy their logs into one PostgreSQL
     # (toolgate audit query --all-gateways); the password from a host secret
     # granted to agents ["*"] and tools [audit.postgres].

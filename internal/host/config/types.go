@@ -84,6 +84,11 @@ type Audit struct {
 	Dir          string `yaml:"dir"`                        // default HOME/logs
 	MaxFileBytes int64  `yaml:"maxFileBytes" config:"size"` // rotate when exceeded; default 64 MiB
 	MaxArgBytes  int    `yaml:"maxArgBytes" config:"size"`  // strings longer than this are cut; default 1024
+	// A signed checkpoint of the log's tree is written every
+	// CheckpointEvery entries and CheckpointInterval after an entry no
+	// checkpoint covers (defaults 1000 and 30s), at shutdown and rotation.
+	CheckpointEvery    int           `yaml:"checkpointEvery"`
+	CheckpointInterval time.Duration `yaml:"checkpointInterval"`
 	// Postgres, when set, also copies the log into a fleet database that
 	// several gateways share (package auditpg); the files stay the truth.
 	Postgres *AuditPostgres `yaml:"postgres"`

@@ -143,6 +143,8 @@ func (d *decoder) gateway(c *Config) {
 	}
 	d.positive("gateway.audit.maxFileBytes", g.Audit.MaxFileBytes)
 	d.positive("gateway.audit.maxArgBytes", int64(g.Audit.MaxArgBytes))
+	d.positive("gateway.audit.checkpointEvery", int64(g.Audit.CheckpointEvery))
+	d.positive("gateway.audit.checkpointInterval", int64(g.Audit.CheckpointInterval))
 	g.Audit.MaxFileBytes = or(g.Audit.MaxFileBytes, DefaultAuditFile)
 	g.Audit.MaxArgBytes = or(g.Audit.MaxArgBytes, DefaultMaxArgBytes)
 	d.otlp(g.Telemetry.OTLP)

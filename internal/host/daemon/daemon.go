@@ -38,6 +38,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/door/mcp"
 	"github.com/toolgate/toolgate/internal/host/door/modeldoor"
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/host/identity"
 	"github.com/toolgate/toolgate/internal/host/kubeagents"
 	"github.com/toolgate/toolgate/internal/host/metrics"
 	"github.com/toolgate/toolgate/internal/host/ratelimit"
@@ -93,6 +94,7 @@ type Daemon struct {
 
 	gw        *gateway.Gateway
 	audit     *audit.Writer
+	keys      *identity.Keys    // sign the audit log's checkpoints
 	index     *auditindex.Index // follows the audit log for queries (calls never wait for it)
 	fleet     *auditpg.Store    // copies it into the fleet's Postgres; nil when not configured
 	tracer    *tracing.Tracer   // exports a trace of each call; nil: off

@@ -34,6 +34,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/tracing"
 	"github.com/toolgate/toolgate/internal/host/upstream"
 	"github.com/toolgate/toolgate/internal/lib/lockedfile"
+	"github.com/toolgate/toolgate/internal/proto/api"
 	"k8s.io/client-go/rest"
 )
 
@@ -209,12 +210,34 @@ func (d *Daemon) followed(what string, open func() (*logCopy, error)) (last, fol
 	return last, follower
 }
 
+// openAudit opens the audit log, its checkpoints signed with the
+// gateway's key (made here the first time: a home from before keys has
+// none).
 func (d *Daemon) openAudit(context.Context) (err error) {
-	a := d.config().Gateway.Audit
-	if d.audit, err = audit.Open(a.Dir, audit.Options{MaxFileBytes: a.MaxFileBytes, Logger: d.log, CloseInterrupted: true}); err != nil {
+	cfg := d.config()
+	keys, created, err := identity.Ensure(cfg.Home)
+	if err != nil {
+		return fmt.Errorf("the gateway's signing key: %w", err)
+	}
+	if created {
+		d.log.Info("made the gateway's signing key", "file", keys.Current.File, "key", keys.Current.Verifier)
+	}
+	d.keys = keys
+	a := cfg.Gateway.Audit
+	if d.audit, err = audit.Open(a.Dir, audit.Options{MaxFileBytes: a.MaxFileBytes, Logger: d.log, CloseInterrupted: true,
+		Key: keys.Current.Signer, OldKeys: keys.OldSigners(), CheckpointEvery: a.CheckpointEvery, CheckpointInterval: a.CheckpointInterval}); err != nil {
 		return fmt.Errorf("opening the audit log: %w", err)
 	}
 	return nil
+}
+
+// identityOf is the gateway's keys as the admin API gives them.
+func (d *Daemon) identityOf() api.Identity {
+	id := api.Identity{Origin: d.keys.Origin, Key: d.keys.Current.Verifier}
+	for _, o := range d.keys.Old {
+		id.OldKeys = append(id.OldKeys, o.Verifier)
+	}
+	return id
 }
 
 // wire makes the gateway on the audit log and the sandboxes, and the
@@ -361,6 +384,7 @@ func (d *Daemon) adminAPI() (listeners, api service) {
 	)
 	api = service{name: "admin API", start: func(context.Context) error {
 		srv := &adminapi.Server{Gateway: d.gw, Tokens: d.tokens, Status: d.status, Explain: d.explain, Approvals: d.approvals, Audit: d.index,
+			Checkpoint: d.audit.Checkpoint, Identity: d.identityOf,
 			Observations: connlimit.Unbounded(d.hooks.Ingest()), // a transcript may be piped in as it is written
 			Sessions: connlimit.Unbounded(&agentloop.Server{Model: d.models, Gateway: d.gw, Skills: d.door, // a session runs for minutes
 				Store: agentloop.NewStore(agentloop.SessionsDir(d.opts.Home)), Config: d.config, HasKey: d.hasKey})}

@@ -13,13 +13,15 @@ import (
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/config"
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/host/identity"
+	"github.com/toolgate/toolgate/internal/proto/proof"
 )
 
 // newAuditCmd is toolgate-gateway's audit: toolgate's show, query and
 // reindex (which read the index themselves when no gateway answers), and
 // the commands that read the log files.
 func newAuditCmd(g *cli.Globals) *cobra.Command {
-	return cli.NewAuditCmd(g, local{}, newAuditTailCmd(g), newAuditVerifyCmd(g))
+	return cli.NewAuditCmd(g, local{}, newAuditTailCmd(g), newAuditVerifyCmd(g), newAuditReceiptCmd(g))
 }
 
 // auditDir is the configured audit directory, HOME/logs without a config
@@ -84,24 +86,84 @@ func newAuditTailCmd(g *cli.Globals) *cobra.Command {
 }
 
 func newAuditVerifyCmd(g *cli.Globals) *cobra.Command {
-	return &cobra.Command{
+	var receipt string
+	var keyArgs []string
+	cmd := &cobra.Command{
 		Use:   "verify",
-		Short: "Check the hash chain across all audit files; name the first bad line",
-		Args:  cli.NoArgs,
+		Short: "Check the audit log (chain, tree, signed checkpoints) or a receipt; name the first bad entry",
+		Long: `Without --receipt: check the log of this home — every line's hash and its link to the one
+before, across rotated files; the Merkle tree against the lines; each checkpoint against the
+tree before it and its signature against the gateway's keys — and name the first bad entry
+or checkpoint.
+
+With --receipt FILE --key KEY: check a receipt with nothing but the file and the key (no
+home, no log): each entry's proof, the checkpoint's and the manifest's signatures, and that
+no entry the manifest lists is missing. Exit status 1 when it is invalid, naming why.`,
+		Example: "  toolgate audit verify\n  toolgate audit verify --receipt s-42.receipt.json --key 'toolgate/gw-…+…+…'",
+		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if receipt != "" || len(keyArgs) > 0 {
+				if receipt == "" || len(keyArgs) == 0 {
+					return cli.UsageErr(cmd, "a receipt is checked with --receipt FILE and --key KEY (toolgate id prints the key)")
+				}
+				return verifyReceipt(receipt, keyArgs)
+			}
 			dir, err := auditDir(g)
 			if err != nil {
 				return err
 			}
-			rep, err := audit.Verify(dir)
+			var opts audit.VerifyOptions
+			keys, err := identity.Load(g.Home)
+			switch {
+			case err == nil:
+				if opts.Keys, err = keys.Verifiers(); err != nil {
+					return err
+				}
+			case !errors.Is(err, fs.ErrNotExist):
+				return err
+			}
+			rep, err := audit.VerifyWith(dir, opts)
 			if err != nil {
 				return err
 			}
 			if !rep.OK() {
-				return fmt.Errorf("audit chain broken after %d good entries: %s", rep.Entries, rep.Bad)
+				return fmt.Errorf("audit log broken after %d good entries: %s", rep.Entries, rep.Bad)
 			}
-			fmt.Printf("ok: %d entries in %d files, chain intact (last hash %.16s…)\n", rep.Entries, rep.Files, rep.Last)
+			signed := "no key in this home: signatures not checked"
+			if opts.Keys != nil {
+				signed = "checkpoints signed by " + keys.Origin
+			}
+			fmt.Printf("ok: %d entries in %d files, chain and tree intact, %s (last hash %.16s…)\n", rep.Entries, rep.Files, signed, rep.Last)
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&receipt, "receipt", "", "check this receipt instead of the log")
+	cmd.Flags().StringArrayVar(&keyArgs, "key", nil, "the gateway's verifier key, or a file of keys (repeatable: keys from before a rotation)")
+	return cmd
+}
+
+// verifyReceipt checks a receipt file against keys and says valid, or
+// invalid and why (exit status 1).
+func verifyReceipt(file string, keyArgs []string) error {
+	var opts proof.Options
+	for _, arg := range keyArgs {
+		vs, err := proof.KeyArg(arg)
+		if err != nil {
+			return err
+		}
+		opts.Keys = append(opts.Keys, vs...)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	v, err := proof.Verify(data, opts)
+	if rerr := proof.Report(os.Stdout, v, err); rerr != nil {
+		var invalid *proof.InvalidError
+		if errors.As(err, &invalid) {
+			return cli.ExitCode(1)
+		}
+		return rerr
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/host/auth"
 	"github.com/toolgate/toolgate/internal/host/config"
+	"github.com/toolgate/toolgate/internal/host/identity"
 	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
@@ -17,7 +18,7 @@ func newInitCmd(g *cli.Globals) *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "init",
-		Short: "Write a commented config and an admin token into the toolgate home",
+		Short: "Write a commented config, an admin token and the gateway's signing key into the toolgate home",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := os.MkdirAll(g.Home, 0o700); err != nil {
 				return err
@@ -33,6 +34,15 @@ func newInitCmd(g *cli.Globals) *cobra.Command {
 				fmt.Fprintf(os.Stderr, "wrote %s\n", path)
 			default:
 				return err
+			}
+			// The key that signs the audit log's checkpoints and receipts.
+			switch keys, created, err := identity.Ensure(g.Home); {
+			case err != nil:
+				return err
+			case created:
+				fmt.Fprintf(os.Stderr, "wrote gateway key %s (0600); its verifier key (toolgate id):\n  %s\n", keys.Current.File, keys.Current.Verifier)
+			default:
+				fmt.Fprintf(os.Stderr, "keeping existing gateway key %s\n", keys.Current.File)
 			}
 			tokenPath := filepath.Join(g.Home, api.TokenFile)
 			if _, err := os.Stat(tokenPath); err == nil && !force {

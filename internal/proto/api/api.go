@@ -85,6 +85,22 @@ type EvalRequest struct {
 // Observed is the daemon's count of a transcript's observations.
 type Observed struct{ Recorded, Duplicates int }
 
+// Identity is who a gateway is to the world (GET /v1/identity, toolgate
+// id): the origin of its log and the verifier keys its checkpoints and
+// receipts are checked with, the current one first.
+type Identity struct {
+	Origin  string   `json:"origin"`
+	Key     string   `json:"key"`
+	OldKeys []string `json:"oldKeys,omitempty"`
+}
+
+// Checkpointed is POST /v1/audit/checkpoint's answer: a checkpoint of the
+// audit log signed now, covering every entry written before it (a signed
+// note, C2SP tlog-checkpoint).
+type Checkpointed struct {
+	Checkpoint string `json:"checkpoint"`
+}
+
 // Reindexed is the daemon's account of an audit index rebuilt.
 type Reindexed struct {
 	Entries int   `json:"entries"`

@@ -39,6 +39,12 @@ func (s Selection) Check() error {
 	return nil
 }
 
+// Selects reports whether the log line belongs to the selection.
+func (s Selection) Selects(line []byte) bool {
+	var f lineFields
+	return json.Unmarshal(line, &f) == nil && s.mismatch(&f) == ""
+}
+
 // lineFields are what Match reads of a log line.
 type lineFields struct {
 	TS      time.Time `json:"ts"`

@@ -45,8 +45,13 @@ type Server struct {
 	// Approvals holds the calls waiting for a person (toolgate approvals).
 	Approvals *approval.Store
 	// Audit answers audit show and query, and rebuilds the index.
-	Audit   AuditIndex
-	MaxBody int64
+	Audit AuditIndex
+	// Checkpoint signs a checkpoint of the audit log now, for a receipt
+	// of entries just written; Identity names the keys it is checked
+	// with. Nil: the routes are not served.
+	Checkpoint func() ([]byte, error)
+	Identity   func() api.Identity
+	MaxBody    int64
 }
 
 // Handler returns the routes, each behind the admin token.
@@ -72,6 +77,19 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.Observations != nil {
 		mux.Handle("POST /v1/agents/{agent}/observations", s.admin(s.Observations.ServeHTTP))
+	}
+	if s.Checkpoint != nil {
+		mux.Handle("POST /v1/audit/checkpoint", s.admin(func(w http.ResponseWriter, r *http.Request) {
+			cp, err := s.Checkpoint()
+			if err != nil {
+				wire.WriteError(w, http.StatusServiceUnavailable, &api.Error{Code: "unavailable", Message: "signing a checkpoint: " + err.Error()})
+				return
+			}
+			wire.WriteJSON(w, api.Checkpointed{Checkpoint: string(cp)})
+		}))
+	}
+	if s.Identity != nil {
+		mux.Handle("GET /v1/identity", s.admin(func(w http.ResponseWriter, r *http.Request) { wire.WriteJSON(w, s.Identity()) }))
 	}
 	return mux
 }
