@@ -5,7 +5,9 @@ import (
 	"testing"
 )
 
-func benchAppend(b *testing.B, callers int) { benchAppendWith(b, callers, Options{MaxFileBytes: 64 << 20}) }
+func benchAppend(b *testing.B, callers int) {
+	benchAppendWith(b, callers, Options{MaxFileBytes: 64 << 20})
+}
 
 func benchAppendWith(b *testing.B, callers int, opts Options) {
 	w := open(b, b.TempDir(), opts)
