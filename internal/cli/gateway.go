@@ -39,6 +39,7 @@ var gatewayCommands = []gatewayCommand{
 	{"secrets", "Manage host-side secrets (HOME/secrets.yaml, 0600; never mounted into a sandbox)"},
 	{"token", "Create, list and revoke scoped bearer tokens"},
 	{"id", "Print this gateway's id and the key its audit checkpoints and receipts are checked with"},
+	{"witness", "Run a witness: cosign gateways' audit checkpoints that are consistent with what it saw before"},
 }
 
 // delegated returns a stand-in for each of gatewayCommands.

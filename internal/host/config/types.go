@@ -89,9 +89,19 @@ type Audit struct {
 	// checkpoint covers (defaults 1000 and 30s), at shutdown and rotation.
 	CheckpointEvery    int           `yaml:"checkpointEvery"`
 	CheckpointInterval time.Duration `yaml:"checkpointInterval"`
+	// Witnesses cosign each checkpoint that is consistent with the last
+	// they cosigned (toolgate witness); a rewritten history is refused.
+	Witnesses []AuditWitness `yaml:"witnesses"`
 	// Postgres, when set, also copies the log into a fleet database that
 	// several gateways share (package auditpg); the files stay the truth.
 	Postgres *AuditPostgres `yaml:"postgres"`
+}
+
+// AuditWitness is one witness of this gateway's log: where it listens and
+// its verifier key (the key its toolgate witness prints).
+type AuditWitness struct {
+	URL string `yaml:"url"`
+	Key string `yaml:"key"`
 }
 
 // AuditPostgres names the fleet database.

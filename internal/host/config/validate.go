@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"github.com/toolgate/toolgate/internal/proto"
 	"net"
 	"net/url"
 	"os"
@@ -12,6 +11,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/toolgate/toolgate/internal/proto"
 )
 
 // Built-in defaults, applied after Config.Defaults.
@@ -145,6 +148,15 @@ func (d *decoder) gateway(c *Config) {
 	d.positive("gateway.audit.maxArgBytes", int64(g.Audit.MaxArgBytes))
 	d.positive("gateway.audit.checkpointEvery", int64(g.Audit.CheckpointEvery))
 	d.positive("gateway.audit.checkpointInterval", int64(g.Audit.CheckpointInterval))
+	for i, w := range g.Audit.Witnesses {
+		path := fmt.Sprintf("gateway.audit.witnesses[%d]", i)
+		if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			d.errorf(d.at(path+".url"), path+".url", "want the witness's http(s) URL, e.g. http://127.0.0.1:7434")
+		}
+		if _, err := note.NewVerifier(w.Key); err != nil {
+			d.errorf(d.at(path+".key"), path+".key", "want the witness's verifier key (its toolgate witness prints it): %v", err)
+		}
+	}
 	g.Audit.MaxFileBytes = or(g.Audit.MaxFileBytes, DefaultAuditFile)
 	g.Audit.MaxArgBytes = or(g.Audit.MaxArgBytes, DefaultMaxArgBytes)
 	d.otlp(g.Telemetry.OTLP)

@@ -46,6 +46,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/sandbox/kube"
 	"github.com/toolgate/toolgate/internal/host/tracing"
 	"github.com/toolgate/toolgate/internal/host/upstream"
+	"github.com/toolgate/toolgate/internal/host/witness"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/proto/api"
 )
@@ -95,6 +96,7 @@ type Daemon struct {
 	gw        *gateway.Gateway
 	audit     *audit.Writer
 	keys      *identity.Keys    // sign the audit log's checkpoints
+	cosigner  *witness.Cosigner // sends them to the witnesses; nil without any
 	index     *auditindex.Index // follows the audit log for queries (calls never wait for it)
 	fleet     *auditpg.Store    // copies it into the fleet's Postgres; nil when not configured
 	tracer    *tracing.Tracer   // exports a trace of each call; nil: off
@@ -147,6 +149,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 	sandboxes, agentsClient := d.sandboxBackend()
 	lastCopy, fleetFollower := d.fleetCopy()
 	lastCatchUp, indexFollower := d.auditIndex()
+	lastCosign, cosigner := d.witnesses()
 	listeners, adminAPI := d.adminAPI()
 	// Started in this order and stopped in reverse (Shutdown): each part
 	// starts after what it uses and stops before it. A part with only a
@@ -160,10 +163,12 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		agentsClient,
 		lastCopy,    // the last copy and catch-up follow the audit log's close:
 		lastCatchUp, // they take everything it got
+		lastCosign,  // and the witnesses the checkpoint it writes as it closes
 		{name: "audit log", start: d.openAudit, stop: func(context.Context) error { return d.audit.Close() }},
 		{name: "gateway", start: d.wire},
 		indexFollower,
 		fleetFollower,
+		cosigner,
 		d.hookServer(),                           // its state saved once the calls in flight have ended,
 		{name: "calls in flight", stop: d.drain}, // their results recorded before the audit log closes
 		{name: "agent sockets", stop: func(context.Context) error { return d.sock.Close() }}, // closed, not drained
@@ -314,7 +319,7 @@ func (d *Daemon) swap(ctx context.Context, built *assemble.Built) (Reloaded, err
 	d.mu.Unlock()
 	d.gw.Swap(built.Snapshot)
 	d.rates.Configure(cfg)
-	if old.Config.Gateway.Listen != cfg.Gateway.Listen || old.Config.Gateway.Audit != cfg.Gateway.Audit ||
+	if old.Config.Gateway.Listen != cfg.Gateway.Listen || !reflect.DeepEqual(old.Config.Gateway.Audit, cfg.Gateway.Audit) ||
 		old.Config.Gateway.ClientBinary != cfg.Gateway.ClientBinary {
 		d.log.Warn("gateway.listen, gateway.audit and gateway.clientBinary take effect only when toolgate serve restarts")
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/sandbox/docker"
 	"github.com/toolgate/toolgate/internal/host/tracing"
 	"github.com/toolgate/toolgate/internal/host/upstream"
+	"github.com/toolgate/toolgate/internal/host/witness"
 	"github.com/toolgate/toolgate/internal/lib/lockedfile"
 	"github.com/toolgate/toolgate/internal/proto/api"
 	"k8s.io/client-go/rest"
@@ -231,6 +232,62 @@ func (d *Daemon) openAudit(context.Context) (err error) {
 	return nil
 }
 
+// cosignPoll is how often the witnesses' cosigner looks for a new checkpoint.
+const cosignPoll = time.Second
+
+// witnesses sends each checkpoint the log writes to the witnesses of
+// gateway.audit.witnesses, which cosign it only if it is consistent with
+// the history they saw before; last cosigns the checkpoint the log writes
+// as it closes.
+func (d *Daemon) witnesses() (last, follower service) {
+	return d.followed("witness cosigning", func() (*logCopy, error) {
+		a := d.config().Gateway.Audit
+		if len(a.Witnesses) == 0 {
+			return nil, nil
+		}
+		var peers []witness.Peer
+		for _, w := range a.Witnesses {
+			peers = append(peers, witness.Peer{URL: w.URL, Key: w.Key})
+		}
+		c, err := witness.NewCosigner(a.Dir, peers, d.log)
+		if err != nil {
+			return nil, err
+		}
+		d.cosigner = c
+		return &logCopy{
+			follow: func(ctx context.Context) { c.Follow(ctx, cosignPoll) },
+			last: func() error {
+				cp, err := audit.LatestCheckpoint(a.Dir)
+				if err != nil {
+					return err
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), fleetFinal)
+				defer cancel()
+				_, err = c.Cosign(ctx, cp)
+				return err
+			},
+			close: func() error { return nil },
+		}, nil
+	})
+}
+
+// checkpoint signs a checkpoint of the audit log now, with the witnesses'
+// cosignatures when there are witnesses (a receipt of a session just
+// ended): one that did not answer is logged, the checkpoint still given.
+func (d *Daemon) checkpoint() ([]byte, error) {
+	cp, err := d.audit.Checkpoint()
+	if err != nil || d.cosigner == nil {
+		return cp, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), fleetFinal)
+	defer cancel()
+	cosigned, err := d.cosigner.Cosign(ctx, cp)
+	if err != nil {
+		d.log.Warn("a checkpoint without every witness's cosignature", "err", err)
+	}
+	return cosigned, nil
+}
+
 // identityOf is the gateway's keys as the admin API gives them.
 func (d *Daemon) identityOf() api.Identity {
 	id := api.Identity{Origin: d.keys.Origin, Key: d.keys.Current.Verifier}
@@ -384,7 +441,7 @@ func (d *Daemon) adminAPI() (listeners, api service) {
 	)
 	api = service{name: "admin API", start: func(context.Context) error {
 		srv := &adminapi.Server{Gateway: d.gw, Tokens: d.tokens, Status: d.status, Explain: d.explain, Approvals: d.approvals, Audit: d.index,
-			Checkpoint: d.audit.Checkpoint, Identity: d.identityOf,
+			Checkpoint: d.checkpoint, Identity: d.identityOf,
 			Observations: connlimit.Unbounded(d.hooks.Ingest()), // a transcript may be piped in as it is written
 			Sessions: connlimit.Unbounded(&agentloop.Server{Model: d.models, Gateway: d.gw, Skills: d.door, // a session runs for minutes
 				Store: agentloop.NewStore(agentloop.SessionsDir(d.opts.Home)), Config: d.config, HasKey: d.hasKey})}

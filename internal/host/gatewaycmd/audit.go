@@ -87,7 +87,7 @@ func newAuditTailCmd(g *cli.Globals) *cobra.Command {
 
 func newAuditVerifyCmd(g *cli.Globals) *cobra.Command {
 	var receipt string
-	var keyArgs []string
+	var keyArgs, witnessArgs []string
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Check the audit log (chain, tree, signed checkpoints) or a receipt; name the first bad entry",
@@ -106,7 +106,7 @@ no entry the manifest lists is missing. Exit status 1 when it is invalid, naming
 				if receipt == "" || len(keyArgs) == 0 {
 					return cli.UsageErr(cmd, "a receipt is checked with --receipt FILE and --key KEY (toolgate id prints the key)")
 				}
-				return verifyReceipt(receipt, keyArgs)
+				return verifyReceipt(receipt, keyArgs, witnessArgs)
 			}
 			dir, err := auditDir(g)
 			if err != nil {
@@ -139,12 +139,13 @@ no entry the manifest lists is missing. Exit status 1 when it is invalid, naming
 	}
 	cmd.Flags().StringVar(&receipt, "receipt", "", "check this receipt instead of the log")
 	cmd.Flags().StringArrayVar(&keyArgs, "key", nil, "the gateway's verifier key, or a file of keys (repeatable: keys from before a rotation)")
+	cmd.Flags().StringArrayVar(&witnessArgs, "witness-key", nil, "a witness that must have cosigned the receipt's checkpoint, or a file of them (repeatable)")
 	return cmd
 }
 
 // verifyReceipt checks a receipt file against keys and says valid, or
 // invalid and why (exit status 1).
-func verifyReceipt(file string, keyArgs []string) error {
+func verifyReceipt(file string, keyArgs, witnessArgs []string) error {
 	var opts proof.Options
 	for _, arg := range keyArgs {
 		vs, err := proof.KeyArg(arg)
@@ -152,6 +153,13 @@ func verifyReceipt(file string, keyArgs []string) error {
 			return err
 		}
 		opts.Keys = append(opts.Keys, vs...)
+	}
+	for _, arg := range witnessArgs {
+		vs, err := proof.KeyArg(arg)
+		if err != nil {
+			return err
+		}
+		opts.Witnesses = append(opts.Witnesses, vs...)
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {

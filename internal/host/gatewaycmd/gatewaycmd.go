@@ -28,6 +28,6 @@ func commands(g *cli.Globals) []*cobra.Command {
 	return []*cobra.Command{
 		newInitCmd(g), newServeCmd(g), newConfigCmd(g), newPolicyCmd(g), newAuditCmd(g),
 		newSandboxCmd(g), newToolsCmd(g), newUsageCmd(g), newAgentCmd(g),
-		newHooksCmd(g), newSecretsCmd(g), newTokenCmd(g), newIDCmd(g),
+		newHooksCmd(g), newSecretsCmd(g), newTokenCmd(g), newIDCmd(g), newWitnessCmd(g),
 	}
 }
