@@ -36,19 +36,12 @@ func main() {
 		os.Exit(2)
 	}
 	var opts proof.Options
-	for _, arg := range gateway {
-		vs, err := proof.KeyArg(arg)
-		if err != nil {
-			fail(err)
-		}
-		opts.Keys = append(opts.Keys, vs...)
+	var err error
+	if opts.Keys, err = proof.KeyArgs(gateway); err != nil {
+		fail(err)
 	}
-	for _, arg := range witnesses {
-		vs, err := proof.KeyArg(arg)
-		if err != nil {
-			fail(err)
-		}
-		opts.Witnesses = append(opts.Witnesses, vs...)
+	if opts.Witnesses, err = proof.KeyArgs(witnesses); err != nil {
+		fail(err)
 	}
 	data, err := os.ReadFile(flag.Arg(0))
 	if err != nil {

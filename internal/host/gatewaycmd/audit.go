@@ -147,19 +147,12 @@ no entry the manifest lists is missing. Exit status 1 when it is invalid, naming
 // invalid and why (exit status 1).
 func verifyReceipt(file string, keyArgs, witnessArgs []string) error {
 	var opts proof.Options
-	for _, arg := range keyArgs {
-		vs, err := proof.KeyArg(arg)
-		if err != nil {
-			return err
-		}
-		opts.Keys = append(opts.Keys, vs...)
+	var err error
+	if opts.Keys, err = proof.KeyArgs(keyArgs); err != nil {
+		return err
 	}
-	for _, arg := range witnessArgs {
-		vs, err := proof.KeyArg(arg)
-		if err != nil {
-			return err
-		}
-		opts.Witnesses = append(opts.Witnesses, vs...)
+	if opts.Witnesses, err = proof.KeyArgs(witnessArgs); err != nil {
+		return err
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {

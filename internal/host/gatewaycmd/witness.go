@@ -16,7 +16,6 @@ import (
 	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/host/witness"
 	"github.com/toolgate/toolgate/internal/proto/proof"
-	"golang.org/x/mod/sumdb/note"
 )
 
 func newWitnessCmd(g *cli.Globals) *cobra.Command {
@@ -41,13 +40,9 @@ receipts (--witness-key).`,
 			if dir == "" {
 				dir = filepath.Join(g.Home, "witness")
 			}
-			var keys []note.Verifier
-			for _, arg := range logs {
-				vs, err := proof.KeyArg(arg)
-				if err != nil {
-					return err
-				}
-				keys = append(keys, vs...)
+			keys, err := proof.KeyArgs(logs)
+			if err != nil {
+				return err
 			}
 			w, err := witness.Open(dir, name, keys, nil)
 			if err != nil {

@@ -24,6 +24,19 @@ func KeyArg(arg string) ([]note.Verifier, error) {
 	return NoteKeys(b)
 }
 
+// KeyArgs is KeyArg of each of args, in order: a repeated --key flag.
+func KeyArgs(args []string) ([]note.Verifier, error) {
+	var out []note.Verifier
+	for _, arg := range args {
+		vs, err := KeyArg(arg)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vs...)
+	}
+	return out, nil
+}
+
 // Report prints the outcome of Verify as a person reads it: what a valid
 // receipt proves, or each reason an invalid one is not; it returns err.
 func Report(w io.Writer, v *Verified, err error) error {
