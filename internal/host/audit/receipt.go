@@ -14,10 +14,14 @@ import (
 // with key listing every leaf selected, so a receipt missing one fails.
 // Entries the checkpoint does not cover yet are not in it; later counts
 // them (a receipt of a live session wants a checkpoint signed now:
-// Writer.Checkpoint).
+// Writer.Checkpoint). A session or a call is one agent's: without
+// sel.Agent, the first entry of it names the agent, in the same pass.
 func Receipt(dir string, checkpoint []byte, key note.Signer, vkey string, sel proof.Selection) (r *proof.Receipt, later int, err error) {
-	if err := sel.Check(); err != nil {
-		return nil, 0, err
+	infer := sel.Agent == "" && (sel.Session != "" || sel.Call != "")
+	if !infer {
+		if err := sel.Check(); err != nil {
+			return nil, 0, err
+		}
 	}
 	v, err := note.NewVerifier(vkey)
 	if err != nil {
@@ -29,7 +33,10 @@ func Receipt(dir string, checkpoint []byte, key note.Signer, vkey string, sel pr
 	}
 	var lines []proof.Line
 	var index int64
-	err = ScanLinesAfter(dir, Position{}, func(_ *gateway.Entry, line []byte, _ Position) error {
+	err = ScanLinesAfter(dir, Position{}, func(e *gateway.Entry, line []byte, _ Position) error {
+		if infer && sel.Agent == "" && ((sel.Session != "" && e.Session == sel.Session) || (sel.Call != "" && e.ID == sel.Call)) {
+			sel.Agent = e.Agent
+		}
 		switch {
 		case !sel.Selects(line):
 		case index < cp.Size:
@@ -42,6 +49,9 @@ func Receipt(dir string, checkpoint []byte, key note.Signer, vkey string, sel pr
 	})
 	if err != nil {
 		return nil, 0, err
+	}
+	if infer && sel.Agent == "" {
+		return nil, 0, fmt.Errorf("receipt: no entry of %s in the log", sel)
 	}
 	hashes, closeHashes, err := TreeHashes(dir)
 	if err != nil {

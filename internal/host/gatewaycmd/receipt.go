@@ -12,7 +12,6 @@ import (
 	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/audit"
-	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/identity"
 	"github.com/toolgate/toolgate/internal/proto/proof"
 )
@@ -49,12 +48,6 @@ written; otherwise the latest checkpoint in the log (a gateway writes one as it 
 			if err != nil {
 				return err
 			}
-			if sel.Agent == "" && (sel.Session != "" || sel.Call != "") {
-				// A session and a call are one agent's: the first entry names it.
-				if sel.Agent, err = agentOf(dir, sel); err != nil {
-					return err
-				}
-			}
 			keys, err := identity.Load(g.Home)
 			if errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("no gateway key in %s: a gateway that signs checkpoints has one (toolgate init, toolgate serve)", g.Home)
@@ -83,7 +76,7 @@ written; otherwise the latest checkpoint in the log (a gateway writes one as it 
 			if _, err := w.Write(b); err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "receipt of %d entries (%s); verify with --key %s\n", len(r.Entries), sel, keys.Current.Verifier)
+			fmt.Fprintf(os.Stderr, "receipt of %d entries (%s); verify with --key %s\n", len(r.Entries), r.Selection, keys.Current.Verifier)
 			if later > 0 {
 				fmt.Fprintf(os.Stderr, "%d entries written after that checkpoint are not in it: start the gateway, or wait for its next checkpoint\n", later)
 			}
@@ -115,24 +108,4 @@ func checkpointNow(g *cli.Globals, dir string) ([]byte, error) {
 		return nil, errors.New("the log has no signed checkpoint yet: a gateway writes one every 1000 entries, 30 s after the last, and as it stops")
 	}
 	return cp, err
-}
-
-// agentOf is the agent of the first entry sel's session or call names.
-func agentOf(dir string, sel proof.Selection) (string, error) {
-	var agent string
-	errFound := errors.New("found")
-	err := audit.ScanLinesAfter(dir, audit.Position{}, func(e *gateway.Entry, _ []byte, _ audit.Position) error {
-		if (sel.Session != "" && e.Session == sel.Session) || (sel.Call != "" && e.ID == sel.Call) {
-			agent = e.Agent
-			return errFound
-		}
-		return nil
-	})
-	switch {
-	case errors.Is(err, errFound):
-		return agent, nil
-	case err != nil:
-		return "", err
-	}
-	return "", fmt.Errorf("no entry of %s in the log", sel)
 }

@@ -36,6 +36,9 @@ func TestReceipts(t *testing.T) {
 	if out, code := e.CLI("", "audit", "receipt", "--session", "task-1", "-o", file); code != 0 {
 		t.Fatalf("audit receipt: exit %d\n%s", code, out)
 	}
+	if out, code := e.CLI("", "audit", "receipt", "--session", "no-such-session"); code == 0 || !strings.Contains(out, "no entry of session no-such-session") {
+		t.Fatalf("a receipt of a session the log does not have: exit %d %q", code, out)
+	}
 	var id struct{ Origin, Key string }
 	out, code := e.CLI("", "id", "--json")
 	if code != 0 || json.Unmarshal([]byte(out), &id) != nil || !strings.HasPrefix(id.Key, id.Origin+"+") {
