@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
+
+	"github.com/toolgate/toolgate/internal/lib/durable"
 )
 
 // KeyFile holds the gateway's signer key (0600); a rotation keeps the old
@@ -153,7 +155,7 @@ func newKey(path, name string) error {
 		os.Remove(path)
 		return fmt.Errorf("gateway key: %w", err)
 	}
-	return syncDir(filepath.Dir(path))
+	return durable.SyncDir(filepath.Dir(path))
 }
 
 // readKey reads a signer key file and derives its verifier key; the key
@@ -184,13 +186,4 @@ func readKey(path, name string) (*Key, error) {
 		return nil, err
 	}
 	return &Key{Signer: s, Verifier: vkey, File: path}, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

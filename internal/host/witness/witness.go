@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/lib/durable"
 	"github.com/toolgate/toolgate/internal/proto/proof"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -221,7 +222,7 @@ func (w *Witness) save(state map[string]Cosigned) error {
 	if err != nil {
 		return err
 	}
-	return writeDurably(filepath.Join(w.dir, StateFile), b, 0o600)
+	return durable.WriteFile(filepath.Join(w.dir, StateFile), b, 0o600)
 }
 
 // keep files a refused request signed by a log's key: evidence of what
@@ -248,7 +249,7 @@ func loadKey(path, name string) (note.Signer, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		if err := writeDurably(path, []byte(skey+"\n"), 0o600); err != nil {
+		if err := durable.WriteFile(path, []byte(skey+"\n"), 0o600); err != nil {
 			return nil, "", err
 		}
 		if err := os.WriteFile(path+".pub", []byte(vkey+"\n"), 0o644); err != nil {
@@ -267,26 +268,4 @@ func loadKey(path, name string) (note.Signer, string, error) {
 		return nil, "", fmt.Errorf("witness key %s.pub: %v", path, err)
 	}
 	return s, strings.TrimSpace(string(pub)), nil
-}
-
-func writeDurably(path string, b []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(b)
-	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
