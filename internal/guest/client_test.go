@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/toolgate/toolgate/internal/proto/cclient/cclienttest"
 	"io"
 	"os"
 	"os/exec"
@@ -34,15 +35,7 @@ func client(t *testing.T, calls string, args ...string) *exec.Cmd {
 
 func runClient(t *testing.T, calls string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := client(t, calls, args...)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatal(err)
-	}
-	return cmd.ProcessState.ExitCode(), o.String(), e.String()
+	return cclienttest.Run(t, client(t, calls, args...))
 }
 
 func TestRun(t *testing.T) {

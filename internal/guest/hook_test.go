@@ -3,7 +3,6 @@ package guest
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/proto/cclient/cclienttest"
 	"github.com/toolgate/toolgate/internal/proto/hooks"
 )
 
@@ -56,14 +56,7 @@ func runHookWithin(t *testing.T, deadline, sock, spool string, stdin []byte, arg
 	cmd.Env = append(os.Environ(), "TOOLGATE_CLIENT_TEST_CALLS="+t.TempDir(), "TOOLGATE_SOCKET="+sock,
 		"TOOLGATE_SPOOL="+spool, "TOOLGATE_HOOK_DEADLINE="+deadline)
 	cmd.Stdin = bytes.NewReader(stdin)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatal(err)
-	}
-	return cmd.ProcessState.ExitCode(), o.String(), e.String()
+	return cclienttest.Run(t, cmd)
 }
 
 // decision checks stdout is exactly one PreToolUse answer and returns it.

@@ -1,5 +1,7 @@
-// Package cclienttest is a gateway for the C programs' tests: one
-// connection on a Unix socket, answered with canned bytes.
+// Package cclienttest is what the tests of the programs that talk to a
+// gateway share: a gateway of one connection on a Unix socket, answered
+// with canned bytes, and a runner that gives a program's exit status and
+// output.
 package cclienttest
 
 import (
@@ -42,7 +44,7 @@ func ServeOnce(t testing.TB, sock, answer string) <-chan string {
 	return got
 }
 
-// Run runs cmd (the launcher or the front) and returns its exit status,
+// Run runs cmd (the launcher, the front, the in-sandbox client) and returns its exit status,
 // stdout and stderr; an exit status is no failure, a program that did not
 // run is.
 func Run(t testing.TB, cmd *exec.Cmd) (int, string, string) {
