@@ -178,11 +178,11 @@ func (d *Daemon) auditIndex() (last, follower service) {
 }
 
 // logCopy is a copy of the audit log this daemon keeps caught up: the
-// index, the fleet database.
+// index, the fleet database, the witnesses' cosignatures.
 type logCopy struct {
 	follow func(ctx context.Context) // until ctx ends
 	last   func() error              // one catch-up once the log is closed
-	close  func() error
+	close  func() error              // nil: nothing to close
 }
 
 // followed makes the two services of a copy of the log: follower opens it
@@ -198,6 +198,9 @@ func (d *Daemon) followed(what string, open func() (*logCopy, error)) (last, fol
 		}
 		if err := c.last(); err != nil {
 			d.log.Warn(what+": last catch-up failed; the rest follows on the next start", "err", err)
+		}
+		if c.close == nil {
+			return nil
 		}
 		return c.close()
 	}}
@@ -266,7 +269,6 @@ func (d *Daemon) witnesses() (last, follower service) {
 				_, err = c.Cosign(ctx, cp)
 				return err
 			},
-			close: func() error { return nil },
 		}, nil
 	})
 }
