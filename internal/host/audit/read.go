@@ -21,6 +21,22 @@ import (
 type Filter struct {
 	Agent, Type, Decision, Tool, ID string
 	Since                           time.Time
+	// Has keeps only the lines holding these bytes, tested before a line
+	// is decoded: a reader after a rare field of a long log (the labels
+	// calls gave) decodes only the lines that may have it.
+	Has string
+}
+
+// entry decodes a line the filter selects.
+func (f *Filter) entry(line []byte) (*gateway.Entry, bool) {
+	if f.Has != "" && !bytes.Contains(line, []byte(f.Has)) {
+		return nil, false
+	}
+	var e gateway.Entry
+	if json.Unmarshal(line, &e) != nil || !f.Match(&e) {
+		return nil, false
+	}
+	return &e, true
 }
 
 // Match reports whether e passes the filter.
@@ -300,9 +316,8 @@ func tailFile(file *os.File, f *Filter, n int, last *[]*gateway.Entry) (int64, e
 		case len(*last) >= n:
 			return end, nil
 		}
-		var e gateway.Entry
-		if json.Unmarshal(line, &e) == nil && f.Match(&e) {
-			*last = append(*last, &e)
+		if e, ok := f.entry(line); ok {
+			*last = append(*last, e)
 		}
 	}
 }
@@ -349,11 +364,10 @@ func (b *backward) prev() (int64, []byte, error) {
 // after the last complete one, so a line being written is read next time.
 func scanFrom(file *os.File, off int64, f *Filter, fn func(*gateway.Entry) error) (int64, error) {
 	return scanLines(file, off, func(line []byte, _ int64) error {
-		var e gateway.Entry
-		if json.Unmarshal(line, &e) != nil || !f.Match(&e) {
-			return nil
+		if e, ok := f.entry(line); ok {
+			return fn(e)
 		}
-		return fn(&e)
+		return nil
 	})
 }
 

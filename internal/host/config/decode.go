@@ -215,7 +215,10 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 		f := t.Field(i)
 		d.decode(val, v.Field(i), join(path, key.Value), f.Tag.Get("config") == "size")
 	})
-	if r, ok := v.Addr().Interface().(*Rule); ok {
+	switch r := v.Addr().Interface().(type) {
+	case *Rule:
+		r.Line = n.Line
+	case *LabelRule:
 		r.Line = n.Line
 	}
 }

@@ -136,6 +136,38 @@ type Agent struct {
 	// Model lets the agent's sandbox reach model providers through the
 	// gateway's model door; nil: it has none.
 	Model *AgentModel `yaml:"model"`
+	// Session says what the agent's calls give their session (labels
+	// rules read as session.labels) and which calls share them.
+	Session Session `yaml:"session"`
+}
+
+// The scopes of session labels.
+const (
+	ScopeAgent   = "agent"   // every session of the agent shares its labels (the default)
+	ScopeSession = "session" // each session hint has its own
+)
+
+// Session is what an agent's allowed calls give their session: each
+// label whose expression matches a call is given by it, and rules read
+// them as session.labels (docs/policy.md, Session facts).
+type Session struct {
+	// Scope is agent (the default) or session. Session hints come from
+	// the agent, which can start a new session at will; scope session suits
+	// agents whose sessions toolgate names itself (toolgate agent).
+	Scope string `yaml:"scope"`
+	// Labels are the defaults' first, then the agent's own.
+	Labels []LabelRule `yaml:"labels"`
+}
+
+// LabelRule gives a label to the session of every allowed call its
+// expression matches.
+type LabelRule struct {
+	Label string `yaml:"label"` // a name: lowercase letters, digits, _ or -
+	// When is a CEL expression over the call, as a rule's; one that cannot
+	// be evaluated gives the label (a label only ever adds care).
+	When string `yaml:"when"`
+
+	Line int `yaml:"-"` // where it is written, for error messages
 }
 
 // Rate is one limit on an agent's calls. Tool or Kind selects the calls
@@ -215,7 +247,9 @@ type RuleExamples struct {
 // an exec command ("rm -rf /"); as a mapping it names the facts:
 // {tool: read, path: /etc/shadow}, {tool: git, argv: [push, --force]},
 // {kind: egress, host: example.com, port: 443}, {tool: Bash, kind: hook,
-// command: "rm -rf /"}, with args for anything else.
+// command: "rm -rf /"}, with args for anything else, and session for the
+// labels its session has: {kind: egress, host: x.test, port: 443,
+// session: [private, untrusted]}.
 type Example struct {
 	Tool    string         `yaml:"tool"`
 	Kind    string         `yaml:"kind"`
@@ -225,6 +259,9 @@ type Example struct {
 	Host    string         `yaml:"host"`
 	Port    int            `yaml:"port"`
 	Args    map[string]any `yaml:"args"`
+	// Session names the labels the call's session already has, for rules
+	// reading session.labels; the call's own labels come from the givers.
+	Session []string `yaml:"session"`
 
 	Line int `yaml:"-"` // where it is written, for error messages
 }

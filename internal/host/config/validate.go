@@ -47,6 +47,7 @@ var (
 	agentName  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`) })
 	pluginName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`) }) // becomes /tools/bin/NAME
 	ruleName   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,99}$`) })
+	labelName  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`) })
 	userSpec   = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$`)
 	})
@@ -331,6 +332,24 @@ func (d *decoder) agent(path string, a *Agent, plugins map[string]Plugin, home s
 			d.errorf(d.at(rp+".name"), rp+".name", "%q: rule names are letters, digits and _ . : / -", r.Name)
 		}
 	}
+	d.session(path+".session", &a.Session)
+}
+
+// session checks a session section as written; its expressions are
+// compiled by policy.
+func (d *decoder) session(path string, s *Session) {
+	if s.Scope != "" && s.Scope != ScopeAgent && s.Scope != ScopeSession {
+		d.errorf(d.at(path+".scope"), path+".scope", "%q: the scope of session labels is agent (the default) or session", s.Scope)
+	}
+	for i, l := range s.Labels {
+		lp := fmt.Sprintf("%s.labels[%d]", path, i)
+		if !labelName().MatchString(l.Label) {
+			d.errorf(d.at(lp+".label"), lp+".label", "%q: a label is 1-32 lowercase letters, digits, _ or -, starting with a letter", l.Label)
+		}
+		if strings.TrimSpace(l.When) == "" {
+			d.errorf(d.at(lp), lp+".when", "required: a CEL expression over the call that gives the label")
+		}
+	}
 }
 
 // ruleIDs names the merged rules and refuses two rules of one name, which
@@ -376,6 +395,8 @@ func merge(a, def *Agent) {
 	if a.Rates == nil {
 		a.Rates = slices.Clone(def.Rates)
 	}
+	a.Session.Scope = or(a.Session.Scope, def.Session.Scope)
+	a.Session.Labels = append(slices.Clone(def.Session.Labels), a.Session.Labels...)
 	rules := make([]Rule, 0, len(def.Rules)+len(a.Rules))
 	for i, r := range def.Rules {
 		r.ID = fmt.Sprintf("defaults.rules[%d]", i)
@@ -394,6 +415,7 @@ func builtins(a *Agent, home, name string) {
 	a.User = or(a.User, DefaultUser)
 	a.Default = or(a.Default, "allow")
 	a.AskTimeout = or(a.AskTimeout, DefaultAskTimeout)
+	a.Session.Scope = or(a.Session.Scope, ScopeAgent)
 	l := &a.Limits
 	l.Memory = or(l.Memory, DefaultMemory)
 	l.CPUs = or(l.CPUs, DefaultCPUs)

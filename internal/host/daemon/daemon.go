@@ -43,6 +43,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/metrics"
 	"github.com/toolgate/toolgate/internal/host/ratelimit"
 	"github.com/toolgate/toolgate/internal/host/sandbox"
+	"github.com/toolgate/toolgate/internal/host/session"
 	"github.com/toolgate/toolgate/internal/host/sandbox/kube"
 	"github.com/toolgate/toolgate/internal/host/tracing"
 	"github.com/toolgate/toolgate/internal/host/upstream"
@@ -102,6 +103,7 @@ type Daemon struct {
 	tracer    *tracing.Tracer   // exports a trace of each call; nil: off
 	metrics   *metrics.Metrics  // at /metrics on the admin socket and TCP listener
 	approvals *approval.Store   // the calls waiting for a person
+	sessions  *session.Tracker  // the labels each session's calls gave it, rebuilt from the log at start
 	tokens    *auth.Store
 	conns     connlimit.Budget
 

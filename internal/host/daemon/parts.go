@@ -31,6 +31,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/kubeagents"
 	"github.com/toolgate/toolgate/internal/host/ratelimit"
 	"github.com/toolgate/toolgate/internal/host/sandbox/docker"
+	"github.com/toolgate/toolgate/internal/host/session"
 	"github.com/toolgate/toolgate/internal/host/tracing"
 	"github.com/toolgate/toolgate/internal/host/upstream"
 	"github.com/toolgate/toolgate/internal/host/witness"
@@ -309,6 +310,12 @@ func (d *Daemon) wire(ctx context.Context) (err error) {
 	d.approvals = approval.New(d.bounder) // a waiting call shows what its entries record
 	d.rates = ratelimit.New()
 	d.rates.Configure(cfg)
+	d.sessions = session.New()
+	start := time.Now()
+	if err := d.sessions.Rebuild(cfg.Gateway.Audit.Dir); err != nil {
+		return fmt.Errorf("rebuilding the session labels from the audit log: %w", err)
+	}
+	log.Debug("session labels rebuilt from the audit log", "took", time.Since(start))
 	d.metrics = d.newMetrics()
 	observer := gateway.Observers{d.metrics}
 	if o := cfg.Gateway.Telemetry.OTLP; o != nil {
@@ -321,7 +328,7 @@ func (d *Daemon) wire(ctx context.Context) (err error) {
 		observer = append(observer, d.agents.Observer())
 	}
 	d.gw = gateway.New(gateway.Options{Audit: d.audit, Sandboxes: d.sandboxes, BoundArgs: d.bounder.Bound, Logger: log, AsyncResults: true,
-		Approvals: d.approvals, Limiter: d.rates, Observer: observer}, b.Snapshot)
+		Approvals: d.approvals, Limiter: d.rates, Sessions: d.sessions, Observer: observer}, b.Snapshot)
 
 	nofile, err := connlimit.Nofile()
 	if err != nil {

@@ -61,6 +61,10 @@ type Call struct {
 	// the record, where replay reads them back.
 	Egress *EgressFacts
 	Model  *ModelFacts
+	// SessionFacts are what the call's session had been given before it
+	// (Sessions.Facts), set by the gateway after Prepare; nil without
+	// Sessions.
+	SessionFacts *SessionFacts
 
 	// Input is the call's whole standard input when a rule sent the call to
 	// a person: read before they are asked (at most MaxAskInput bytes),
@@ -163,6 +167,10 @@ type Decision struct {
 	// Shadow is what rules in shadow mode would have decided, when one of
 	// them matched: recorded in the entry's detail, never enforced.
 	Shadow *Shadow `json:"shadow,omitempty"`
+	// Labels are what the call gives its session once allowed (the
+	// agent's session.labels that match it): recorded in the entry's
+	// detail, and given by Sessions.
+	Labels []string `json:"labels,omitempty"`
 }
 
 // Shadow is the would-be decision of shadow-mode rules; the gate's answer

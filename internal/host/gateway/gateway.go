@@ -60,6 +60,9 @@ type Options struct {
 	Approvals Approver
 	// Limiter applies rate limits and budgets to allowed calls; nil: none.
 	Limiter Limiter
+	// Sessions keeps the labels each session's calls gave it, which
+	// policy reads; nil: calls are decided alone.
+	Sessions Sessions
 	// Observer is told how each call went (metrics, traces: several through
 	// Observers); nil: no one.
 	Observer Observer
@@ -156,6 +159,9 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 		return nil, fmt.Errorf("%w: %v", ErrAuditUnavailable, err)
 	}
 	recorded := time.Now()
+	if dec.Allow && g.opts.Sessions != nil {
+		g.opts.Sessions.Give(call, dec)
+	}
 	stats := g.Stats(call.Agent)
 	stats.Calls.Add(1)
 	cs := CallStats{ID: call.ID, Agent: call.Agent, Kind: call.Kind, Parent: call.Parent, Session: call.Session, Via: call.Via,
@@ -215,7 +221,7 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 // is (InputHolder). The entries record its size and SHA-256. An input that
 // cannot be held for them denies the call.
 func (g *Gateway) ask(ctx context.Context, snap *Snapshot, call *Call, tool Tool, dec Decision, io *Streams) (Decision, *Streams, error) {
-	final := Decision{Rule: dec.Rule, Shadow: dec.Shadow}
+	final := Decision{Rule: dec.Rule, Shadow: dec.Shadow, Labels: dec.Labels}
 	if g.opts.Approvals == nil {
 		final.Reason = dec.Reason + " (asks a person, and this gateway has no one to ask)"
 		return final, io, nil
@@ -349,12 +355,15 @@ func (g *Gateway) decide(ctx context.Context, snap *Snapshot, call *Call) (Tool,
 	if refused != nil {
 		return tool, *refused
 	}
+	if g.opts.Sessions != nil {
+		call.SessionFacts = g.opts.Sessions.Facts(call)
+	}
 	dec := snap.Decider.Decide(call)
 	// Only a call policy lets through is admitted: a denied one must not
 	// make the tool reach out (start an upstream server) at all.
 	if a, ok := tool.(Admitter); ok && (dec.Allow || dec.Ask) {
 		if r := a.Admit(ctx, call); r != nil {
-			return tool, Decision{Rule: r.Rule, Reason: r.Reason, Shadow: dec.Shadow}
+			return tool, Decision{Rule: r.Rule, Reason: r.Reason, Shadow: dec.Shadow, Labels: dec.Labels}
 		}
 	}
 	return tool, dec
@@ -405,12 +414,22 @@ func (g *Gateway) entry(call *Call, tool Tool, dec Decision) *Entry {
 		args = aa.AuditArgs(call)
 	}
 	detail := call.Detail
-	if dec.Shadow != nil {
+	// Only an allowed call gives its labels; the entry says which.
+	labels := dec.Allow && len(dec.Labels) > 0
+	if dec.Shadow != nil || labels {
 		detail = maps.Clone(detail)
 		if detail == nil {
 			detail = map[string]any{}
 		}
+	}
+	if dec.Shadow != nil {
 		detail["shadow"] = dec.Shadow
+	}
+	if labels {
+		detail["labels"] = dec.Labels
+		if t := call.Target(); t != "" {
+			detail["target"] = t // where the labels came from, for a person and for Rebuild
+		}
 	}
 	return g.bounded(&Entry{
 		TS:       time.Now().UTC(),

@@ -24,6 +24,8 @@ const (
 	vPort
 	vCommands
 	vParseError
+	vSession
+	vLabels
 	nVars
 )
 
@@ -32,10 +34,12 @@ const (
 // never decodes its JSON. Activations are pooled: Decide allocates only the
 // values the rules actually read.
 type activation struct {
-	call  *gateway.Call
-	kind  gateway.Kind
-	vals  [nVars]ref.Val
-	facts *shellfacts.Facts // read once, for commands and parse_error
+	call   *gateway.Call
+	kind   gateway.Kind
+	vals   [nVars]ref.Val
+	facts  *shellfacts.Facts // read once, for commands and parse_error
+	scope  string            // which of the session facts `session` is
+	labels []string          // what the call gives, when allowed
 }
 
 var activations = sync.Pool{New: func() any { return new(activation) }}
@@ -90,6 +94,10 @@ func slot(name string) int {
 		return vCommands
 	case "parse_error":
 		return vParseError
+	case "session":
+		return vSession
+	case "labels":
+		return vLabels
 	}
 	return -1
 }
@@ -123,6 +131,10 @@ func (a *activation) value(i int) ref.Val {
 		return types.DefaultTypeAdapter.NativeToValue(commandValues(a.shellFacts().Commands))
 	case vParseError:
 		return types.String(a.shellFacts().ParseError)
+	case vSession:
+		return a.sessionValue()
+	case vLabels:
+		return types.NewStringList(types.DefaultTypeAdapter, orEmpty(a.labels))
 	}
 	return types.Int(c.Port)
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"net/netip"
+	"reflect"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/host/door/egress"
@@ -66,7 +67,7 @@ func TestDecideEgress(t *testing.T) {
 			if d.Allow != tt.allow || d.Rule != tt.rule {
 				t.Errorf("Decide = %+v, want allow=%v rule=%s", d, tt.allow, tt.rule)
 			}
-			if x := e.Explain(tt.call); x.Decision != d {
+			if x := e.Explain(tt.call); !reflect.DeepEqual(x.Decision, d) {
 				t.Errorf("Explain = %+v, Decide = %+v", x.Decision, d)
 			}
 		})

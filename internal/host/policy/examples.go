@@ -86,7 +86,13 @@ func (e *Engine) examples(cfg *config.Config) []ExampleResult {
 func (ap *agentPolicy) example(r *rule, x config.Example, want bool, field string) ExampleResult {
 	call := exampleCall(ap.name, x)
 	res := ExampleResult{Agent: ap.name, Rule: r.name, Field: field, Line: x.Line, Example: renderExample(x), Want: want}
-	act := getActivation(call, call.Kind)
+	for _, l := range x.Session {
+		if !ap.given[l] {
+			res.Error, res.Got = fmt.Sprintf("its session label %q is given by none of agent %s's session.labels", l, ap.name), !want
+			return res
+		}
+	}
+	act := ap.activate(call, call.Kind)
 	defer putActivation(act)
 	match, err := r.eval(act)
 	if err != nil {
@@ -117,6 +123,13 @@ func exampleCall(agent string, x config.Example) *gateway.Call {
 		}
 	}
 	c.Args, _ = json.Marshal(args)
+	if len(x.Session) > 0 {
+		labels := make(map[string]gateway.Label, len(x.Session))
+		for _, l := range x.Session {
+			labels[l] = gateway.Label{Call: "example", Tool: "example"}
+		}
+		c.SessionFacts = &gateway.SessionFacts{Labels: labels, Agent: gateway.ScopeFacts{Labels: labels}}
+	}
 	if c.Tool == "" {
 		switch {
 		case x.Command != "" || x.Argv != nil:
@@ -164,6 +177,9 @@ func renderExample(x config.Example) string {
 	}
 	if x.Args != nil {
 		m["args"] = x.Args
+	}
+	if x.Session != nil {
+		m["session"] = x.Session
 	}
 	if len(m) == 1 && x.Command != "" {
 		return fmt.Sprintf("%q", x.Command)

@@ -35,6 +35,9 @@ type agentPolicy struct {
 	// connectors are the MCP servers a model provider may be asked to
 	// reach for the agent: model.connectors, else the egress allowlist.
 	connectors []netrule.Rule
+	givers     []*giver        // session.labels, file order
+	given      map[string]bool // every label a giver names
+	scope      string          // config.ScopeAgent or config.ScopeSession
 }
 
 type rule struct {
@@ -46,6 +49,11 @@ type rule struct {
 	shadow bool
 	line   int
 	prg    cel.Program
+	// session: the rule reads the session's facts; labels are the label
+	// names it tests (named in the reason of a decision it makes).
+	session   bool
+	labels    []string
+	ofSession []string
 }
 
 var _ gateway.Decider = (*Engine)(nil)
@@ -65,6 +73,10 @@ func newEnv() (*cel.Env, error) {
 		// Shell facts (internal/host/shellfacts): every command a script or argv runs.
 		cel.Variable("commands", cel.ListType(cel.MapType(cel.StringType, cel.DynType))),
 		cel.Variable("parse_error", cel.StringType),
+		// Session facts (internal/host/session): what the call's session
+		// was given before it, and the labels the call itself gives.
+		cel.Variable("session", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("labels", cel.ListType(cel.StringType)),
 		// JSON numbers in args are doubles; let `args.timeout > 60` work.
 		cel.CrossTypeNumericComparisons(true),
 		ext.Strings(),
@@ -113,6 +125,7 @@ func compile(cfg *config.Config) (*Engine, error) {
 		for _, t := range config.CoreTools {
 			ap.core[t] = a.CoreEnabled(t)
 		}
+		ap.compileGivers(&c, cfg, name)
 		for i, r := range a.Rules {
 			// Load puts the defaults' rules first; name errors where they are written.
 			field := fmt.Sprintf("agents.%s.rules[%d]", name, i-nd)
@@ -128,7 +141,9 @@ func compile(cfg *config.Config) (*Engine, error) {
 			default:
 				field += ".allow"
 			}
-			rl.prg = c.compile(rl.expr, r.Line, field)
+			x := c.compile(rl.expr, r.Line, field)
+			rl.prg, rl.session, rl.labels, rl.ofSession = x.prg, x.session, x.labels, x.ofSession
+			ap.checkLabels(&c, x, r.Line, field)
 			rl.shadow = r.Mode == "shadow"
 			ap.rules = append(ap.rules, rl)
 			switch {
@@ -165,6 +180,9 @@ func ruleName(r config.Rule, i int) string {
 type compiled struct {
 	prg cel.Program
 	err bool
+	// What the expression reads of the session (sessionRefs).
+	session           bool
+	labels, ofSession []string
 }
 
 // compiler compiles each distinct expression once (the defaults' rules are
@@ -176,9 +194,9 @@ type compiler struct {
 	errs  config.Errors
 }
 
-func (c *compiler) compile(expr string, line int, field string) cel.Program {
+func (c *compiler) compile(expr string, line int, field string) *compiled {
 	if hit, ok := c.cache[expr]; ok {
-		return hit.prg
+		return hit
 	}
 	hit := &compiled{}
 	c.cache[expr] = hit
@@ -191,19 +209,20 @@ func (c *compiler) compile(expr string, line int, field string) cel.Program {
 		for _, ce := range iss.Errors() {
 			fail(fmt.Sprintf("%s: %s", position(ce.Location.Line(), ce.Location.Column()), ce.Message))
 		}
-		return nil
+		return hit
 	}
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 		fail(fmt.Sprintf("the expression is of type %s; a rule must be a bool", t))
-		return nil
+		return hit
 	}
 	prg, err := c.env.Program(ast, cel.EvalOptions(cel.OptOptimize))
 	if err != nil {
 		fail(err.Error())
-		return nil
+		return hit
 	}
 	hit.prg = prg
-	return prg
+	hit.session, hit.labels, hit.ofSession = sessionRefs(ast)
+	return hit
 }
 
 // position renders a CEL location (1-based line, 0-based column) inside the
@@ -289,40 +308,55 @@ func (e *Engine) decide(call *gateway.Call, x *Explanation) gateway.Decision {
 		return gateway.Decision{Rule: "kind.unknown", Reason: fmt.Sprintf("calls of kind %q are not decided by policy", kind)}
 	}
 
-	act := getActivation(call, kind)
+	act := ap.activate(call, kind)
 	defer putActivation(act)
+	var d gateway.Decision
 	if x != nil {
-		d := ap.explain(act, x, dflt)
-		d.Shadow = ap.shadow(act, d, dflt)
-		return d
+		d = ap.explain(act, x, dflt)
+	} else {
+		d = ap.enforce(act, dflt)
 	}
-	d := ap.enforce(act, dflt)
 	d.Shadow = ap.shadow(act, d, dflt)
+	d.Labels = act.labels
 	return d
+}
+
+// activate exposes a call to the agent's rules, with the labels its
+// givers give it.
+func (ap *agentPolicy) activate(call *gateway.Call, kind gateway.Kind) *activation {
+	act := getActivation(call, kind)
+	act.scope = ap.scope
+	act.labels = ap.give(act)
+	act.vals[vLabels] = nil // a giver that read labels saw none yet
+	return act
 }
 
 func (ap *agentPolicy) enforce(act *activation, dflt gateway.Decision) gateway.Decision {
 	for _, r := range ap.denies {
 		if match, err := r.eval(act); match || err != nil {
-			return r.denial(err)
+			return r.denial(act, err)
 		}
 	}
 	for _, r := range ap.asks {
 		// Like a deny, an ask that cannot be evaluated asks.
 		if match, err := r.eval(act); match || err != nil {
-			return r.asking()
+			return r.asking(act)
 		}
 	}
 	for _, r := range ap.allows {
 		if match, err := r.eval(act); match && err == nil {
-			return gateway.Decision{Allow: true, Rule: r.name, Reason: r.reason}
+			return r.allowing(act)
 		}
 	}
 	return dflt
 }
 
-func (r *rule) asking() gateway.Decision {
-	return gateway.Decision{Ask: true, Rule: r.name, Reason: r.reason}
+func (r *rule) asking(act *activation) gateway.Decision {
+	return gateway.Decision{Ask: true, Rule: r.name, Reason: r.reason + act.provenance(r)}
+}
+
+func (r *rule) allowing(act *activation) gateway.Decision {
+	return gateway.Decision{Allow: true, Rule: r.name, Reason: r.reason + act.provenance(r)}
 }
 
 // shadow evaluates the shadow-mode rules and says what the decision would
@@ -351,11 +385,11 @@ func (ap *agentPolicy) shadow(act *activation, d, dflt gateway.Decision) *gatewa
 		byDefault := would.Allow == dflt.Allow && would.Rule == dflt.Rule
 		switch {
 		case r.deny && (would.Allow || would.Ask || byDefault):
-			would = r.denial(err)
+			would = r.denial(act, err)
 		case r.ask && (would.Allow || byDefault):
-			would = r.asking()
+			would = r.asking(act)
 		case !r.deny && byDefault:
-			would = gateway.Decision{Allow: true, Rule: r.name, Reason: r.reason}
+			would = r.allowing(act)
 		}
 	}
 	if s != nil {
@@ -386,13 +420,14 @@ func (ap *agentPolicy) explain(act *activation, x *Explanation, dflt gateway.Dec
 		switch {
 		case r.shadow:
 		case r.deny && (match || err != nil) && deny == nil:
-			d := r.denial(err)
+			d := r.denial(act, err)
 			deny = &d
 		case r.ask && (match || err != nil) && ask == nil:
-			d := r.asking()
+			d := r.asking(act)
 			ask = &d
 		case !r.deny && match && err == nil && allow == nil:
-			allow = &gateway.Decision{Allow: true, Rule: r.name, Reason: r.reason}
+			d := r.allowing(act)
+			allow = &d
 		}
 	}
 	switch {
@@ -409,16 +444,19 @@ func (ap *agentPolicy) explain(act *activation, x *Explanation, dflt gateway.Dec
 // denial is the decision of a matching deny rule. A deny rule that cannot
 // be evaluated denies too: a rule meant to stop a call must not let it
 // through because the call lacked what the rule looked at.
-func (r *rule) denial(err error) gateway.Decision {
+func (r *rule) denial(act *activation, err error) gateway.Decision {
 	d := gateway.Decision{Rule: r.name, Reason: r.reason}
 	if err != nil {
 		d.Reason = fmt.Sprintf("%s (the rule errored, so it denies: %v)", r.reason, err)
 	}
+	d.Reason += act.provenance(r)
 	return d
 }
 
-func (r *rule) eval(act *activation) (bool, error) {
-	out, _, err := r.prg.Eval(act)
+func (r *rule) eval(act *activation) (bool, error) { return evalBool(r.prg, act) }
+
+func evalBool(prg cel.Program, act *activation) (bool, error) {
+	out, _, err := prg.Eval(act)
 	if err != nil {
 		return false, err
 	}

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -87,7 +88,7 @@ func TestDecide(t *testing.T) {
 			if d.Allow != tt.allow || d.Rule != tt.rule || !strings.Contains(d.Reason, tt.reason) {
 				t.Errorf("Decide = %+v; want allow=%v rule=%s reason~%q", d, tt.allow, tt.rule, tt.reason)
 			}
-			if x := e.Explain(&tt.call); x.Decision != d {
+			if x := e.Explain(&tt.call); !reflect.DeepEqual(x.Decision, d) {
 				t.Errorf("Explain decided %+v, Decide %+v", x.Decision, d)
 			}
 		})

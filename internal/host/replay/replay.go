@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/hookcall"
 	"github.com/toolgate/toolgate/internal/host/netrule"
+	"github.com/toolgate/toolgate/internal/host/session"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/proto/hooks"
 )
@@ -101,14 +102,24 @@ func Replayable(e *gateway.Entry) bool {
 	return e.Decision == "allow" || e.Decision == "deny"
 }
 
-// Decide re-decides one replayable entry under snap.
-func Decide(snap *gateway.Snapshot, e *gateway.Entry) Outcome {
+// Decide re-decides one replayable entry under snap. With sessions, the
+// call is decided on what its session was given by the calls replayed
+// before it, and gives its own labels when the candidate allows it.
+func Decide(snap *gateway.Snapshot, sessions gateway.Sessions, e *gateway.Entry) Outcome {
 	o := Outcome{ID: e.ID, TS: e.TS, Agent: e.Agent, Kind: e.Type, Tool: e.Tool,
 		Was: gateway.Decision{Allow: e.Decision == "allow", Rule: e.Rule, Reason: e.Reason}}
 	o.Approximate = cutMarker().Match(e.Args)
 	call := &gateway.Call{Agent: e.Agent, Kind: e.Type, Tool: e.Tool, Args: restoreBodies(e.Args),
 		Session: e.Session, Parent: e.Parent, Via: e.Via, Detail: maps.Clone(e.Detail)}
 	delete(call.Detail, "shadow")
+	delete(call.Detail, "labels")
+	delete(call.Detail, "target")
+	call.ID = e.ID
+	defer func() {
+		if sessions != nil && o.Now.Allow {
+			sessions.Give(call, o.Now)
+		}
+	}()
 	if call.Kind == gateway.KindHook {
 		// Facts of a hook call come from Claude Code's input, as at the gate.
 		hc, err := hookcall.ToCall(&hooks.Input{HookEventName: hooks.EventPreToolUse, ToolName: e.Tool,
@@ -117,8 +128,11 @@ func Decide(snap *gateway.Snapshot, e *gateway.Entry) Outcome {
 			o.Now = gateway.Decision{Rule: "args.invalid", Reason: err.Error()}
 			return o
 		}
-		hc.Agent = e.Agent
+		hc.Agent, hc.ID = e.Agent, e.ID
 		call = hc
+	}
+	if sessions != nil {
+		call.SessionFacts = sessions.Facts(call)
 	}
 	if call.Kind == gateway.KindEgress {
 		// Not prepared again: that would resolve the name anew. The
@@ -210,15 +224,18 @@ func restoreBodies(args json.RawMessage) json.RawMessage {
 }
 
 // Log replays every replayable entry of the audit log in dir that f
-// selects, oldest first, calling each for every outcome.
+// selects, oldest first, calling each for every outcome. Session labels
+// are given afresh by the candidate's own decisions, from the first entry
+// replayed: a window that starts mid-session starts its labels there.
 func Log(dir string, f audit.Filter, snap *gateway.Snapshot, each func(Outcome) error) (Summary, error) {
 	var s Summary
+	sessions := session.New()
 	err := audit.Query(dir, f, func(e *gateway.Entry) error {
 		if !Replayable(e) {
 			s.Skipped++
 			return nil
 		}
-		o := Decide(snap, e)
+		o := Decide(snap, sessions, e)
 		s.Add(o)
 		return each(o)
 	})

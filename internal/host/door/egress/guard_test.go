@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -116,7 +117,7 @@ func TestGuardRefusesUnlistedWithoutResolving(t *testing.T) {
 	g := NewGuard(netrule.Policy{Allow: mustRules(t, "pypi.test:443", "*.pythonhosted.org:443")}, Options{Resolver: dns.Resolver(), Classify: testOutside})
 	for _, s := range []string{"evil.test:443", "pypi.test:22", "pythonhosted.org:443", "[::1]:443", "127.0.0.2:443"} {
 		_, at, err := g.Dial(context.Background(), mustTarget(t, s))
-		if d := denial(t, err); d.Rule != netrule.RuleAllowlist || at.Decision != d || !strings.Contains(d.Reason, "allowlist") {
+		if d := denial(t, err); d.Rule != netrule.RuleAllowlist || !reflect.DeepEqual(at.Decision, d) || !strings.Contains(d.Reason, "allowlist") {
 			t.Errorf("%s: decision %+v", s, d)
 		}
 	}

@@ -1,0 +1,60 @@
+package gateway
+
+import (
+	"strconv"
+	"time"
+)
+
+// Sessions keeps what the calls of each session gave it — labels such as
+// private, untrusted, external, each with the call that first gave it —
+// so policy can decide a call on the sequence it ends (the lethal
+// trifecta: private data read, untrusted content taken in, then a way
+// out). Facts is read after a call is prepared and before it is decided;
+// Give once its decision is allowed and on record, so a call that was
+// denied, or whose decision could not be recorded, gives nothing.
+// Both must be quick and must not block on I/O.
+type Sessions interface {
+	Facts(call *Call) *SessionFacts
+	Give(call *Call, dec Decision)
+}
+
+// SessionFacts are what a call's session and agent had been given before
+// it: the one session its hint names (the agent's unnamed one without a
+// hint) and every session of the agent. Policy reads one of the two as
+// `session`, by the agent's scope. The maps are shared and never written:
+// a new label replaces a scope's map.
+type SessionFacts struct {
+	ID     string           // the session hint, "" for the unnamed one
+	Labels map[string]Label // label → the call that first gave it in this session
+	Calls  int              // allowed calls of this session since the gateway started
+	Agent  ScopeFacts       // the same over every session of the agent
+}
+
+// ScopeFacts are the labels and calls of one scope (every session of an agent).
+type ScopeFacts struct {
+	Labels map[string]Label
+	Calls  int
+}
+
+// Label is where a label came from: the call that gave it first.
+type Label struct {
+	Call   string    `json:"call"`
+	At     time.Time `json:"at"`
+	Tool   string    `json:"tool"`
+	Kind   Kind      `json:"type"`
+	Target string    `json:"target,omitempty"` // the path, host:port or model the call reached
+}
+
+// Target is what a call reached, for a person reading where a label came
+// from: the path, the host:port, the model, else the command.
+func (c *Call) Target() string {
+	switch {
+	case c.Path != "":
+		return c.Path
+	case c.Host != "":
+		return c.Host + ":" + strconv.Itoa(c.Port)
+	case c.Model != nil && c.Model.Name != "":
+		return c.Model.Name
+	}
+	return c.Command
+}

@@ -1,0 +1,173 @@
+// Package session keeps what each session's calls gave it: the labels of
+// the agent's session.labels that its allowed calls matched (private,
+// untrusted, external …), each with the call that gave it first, and how
+// many calls it made. Policy reads them (session.labels in a rule), so a
+// call can be decided on the sequence it would complete — private data
+// read, untrusted content taken in, then a way out — not on itself alone.
+//
+// The audit log is the truth: every allowed decision entry that gave
+// labels names them in its detail, so Rebuild recovers the labels after a
+// restart; a reload keeps the Tracker (the daemon owns it).
+package session
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/host/audit"
+	"github.com/toolgate/toolgate/internal/host/gateway"
+)
+
+// MaxSessions bounds the sessions kept per agent. Session hints come from
+// the agent, so past this the least recently used session is forgotten;
+// every session's labels stay in the agent's own scope, which is never
+// forgotten (the default scope, see config's session.scope).
+const MaxSessions = 4096
+
+// Tracker holds every agent's sessions. It implements gateway.Sessions
+// and is safe for concurrent use.
+type Tracker struct {
+	mu     sync.Mutex
+	agents map[string]*agentState
+	tick   uint64 // orders uses, for forgetting the least recent session
+}
+
+type agentState struct {
+	all      scope
+	sessions map[string]*scope
+}
+
+// scope is one session's (or an agent's) facts. labels is never written
+// once published: a new label replaces the map, so Facts hands it out
+// without copying.
+type scope struct {
+	labels map[string]gateway.Label
+	calls  int
+	used   uint64
+}
+
+var _ gateway.Sessions = (*Tracker)(nil)
+
+// New returns an empty tracker.
+func New() *Tracker { return &Tracker{agents: map[string]*agentState{}} }
+
+// Facts implements gateway.Sessions.
+func (t *Tracker) Facts(call *gateway.Call) *gateway.SessionFacts {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f := &gateway.SessionFacts{ID: call.Session}
+	a := t.agents[call.Agent]
+	if a == nil {
+		return f
+	}
+	f.Agent = gateway.ScopeFacts{Labels: a.all.labels, Calls: a.all.calls}
+	if s := a.sessions[call.Session]; s != nil {
+		t.tick++
+		s.used = t.tick
+		f.Labels, f.Calls = s.labels, s.calls
+	}
+	return f
+}
+
+// Give implements gateway.Sessions: the call's labels (dec.Labels) go to
+// its session and its agent, unless they have them already.
+func (t *Tracker) Give(call *gateway.Call, dec gateway.Decision) {
+	giver := gateway.Label{Call: call.ID, At: time.Now().UTC(), Tool: call.Tool, Kind: call.Kind, Target: call.Target()}
+	t.give(call.Agent, call.Session, dec.Labels, giver, true)
+}
+
+func (t *Tracker) give(agent, session string, labels []string, giver gateway.Label, count bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a := t.agents[agent]
+	if a == nil {
+		a = &agentState{sessions: map[string]*scope{}}
+		t.agents[agent] = a
+	}
+	s := a.sessions[session]
+	if s == nil {
+		if len(a.sessions) >= MaxSessions {
+			a.forgetOldest()
+		}
+		s = &scope{}
+		a.sessions[session] = s
+	}
+	t.tick++
+	s.used = t.tick
+	if count {
+		s.calls++
+		a.all.calls++
+	}
+	s.add(labels, giver)
+	a.all.add(labels, giver)
+}
+
+func (s *scope) add(labels []string, giver gateway.Label) {
+	var next map[string]gateway.Label
+	for _, l := range labels {
+		if _, ok := s.labels[l]; ok {
+			continue
+		}
+		if next == nil {
+			next = make(map[string]gateway.Label, len(s.labels)+len(labels))
+			for k, v := range s.labels {
+				next[k] = v
+			}
+		}
+		next[l] = giver
+	}
+	if next != nil {
+		s.labels = next
+	}
+}
+
+func (a *agentState) forgetOldest() {
+	var oldest string
+	var at uint64
+	first := true
+	for id, s := range a.sessions {
+		if first || s.used < at {
+			oldest, at, first = id, s.used, false
+		}
+	}
+	delete(a.sessions, oldest)
+}
+
+// Rebuild gives the tracker the labels recorded in the audit log in dir:
+// those of every allowed decision entry that names labels, oldest first,
+// so each label's giver is the call that gave it first. It reads only the
+// lines that hold labels. Calls are not counted again: session.calls
+// counts since the gateway started.
+func (t *Tracker) Rebuild(dir string) error {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil // no log yet: nothing was given
+	}
+	f := audit.Filter{Has: `"labels":`, Decision: gateway.VerdictAllow}
+	return audit.Query(dir, f, func(e *gateway.Entry) error {
+		if e.Phase != gateway.PhaseDecision {
+			return nil
+		}
+		labels := recordedLabels(e.Detail["labels"])
+		if len(labels) == 0 {
+			return nil
+		}
+		target, _ := e.Detail["target"].(string)
+		giver := gateway.Label{Call: e.ID, At: e.TS, Tool: e.Tool, Kind: e.Type, Target: target}
+		t.give(e.Agent, e.Session, labels, giver, false)
+		return nil
+	})
+}
+
+func recordedLabels(v any) []string {
+	list, _ := v.([]any)
+	out := make([]string, 0, len(list))
+	for _, l := range list {
+		if s, ok := l.(string); ok && s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
