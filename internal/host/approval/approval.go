@@ -19,9 +19,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/host/gateway"
@@ -74,11 +76,15 @@ type Answer struct {
 	For      time.Duration `json:"for,omitempty"`       // the approval stands this long
 	SameArgs bool          `json:"same_args,omitempty"` // … only for identical arguments
 	By       string        `json:"-"`                   // who answered: the door's identity, never the body's
+	outcome  string        // the gateway's own answer (unnotified), not a person's
 }
 
 // Store keeps the waiting calls and standing approvals. Safe for concurrent use.
 type Store struct {
 	redact   Redactor
+	links    *Links
+	log      *slog.Logger
+	notify   atomic.Pointer[Notify]
 	mu       sync.Mutex
 	pending  map[string]*waiting
 	standing []standing
@@ -98,7 +104,28 @@ func New(r Redactor) *Store {
 	if r == nil {
 		r = asIs{}
 	}
-	return &Store{redact: r, pending: map[string]*waiting{}, now: time.Now}
+	return &Store{redact: r, links: NewLinks(), log: slog.Default(), pending: map[string]*waiting{}, now: time.Now}
+}
+
+// Notify is who is told of each call that waits, and how links reach back.
+type Notify struct {
+	Notifiers []*Notifier
+	// LinkBase is the URL the links start with (the gateway's listen
+	// address as approvers reach it).
+	LinkBase string
+	// RequireToken: an answer by link needs an admin token too.
+	RequireToken bool
+	Logger       *slog.Logger
+}
+
+// SetNotify puts n in force for the calls that ask from now on (a reload
+// calls it again); nil tells no one.
+func (s *Store) SetNotify(n *Notify) { s.notify.Store(n) }
+
+// RequiresToken says whether an answer by link needs an admin token.
+func (s *Store) RequiresToken() bool {
+	n := s.notify.Load()
+	return n != nil && n.RequireToken
 }
 
 type asIs struct{}
@@ -157,6 +184,11 @@ func (s *Store) Await(ctx context.Context, call *gateway.Call, dec gateway.Decis
 		delete(s.pending, p.ID)
 		s.mu.Unlock()
 	}()
+	if n := s.notify.Load(); n != nil && len(n.Notifiers) > 0 {
+		nctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), p.Deadline)
+		defer cancel() // an answer, or the end of the wait, ends the deliveries
+		go s.tell(nctx, n, p.Pending)
+	}
 
 	t := time.NewTimer(p.Deadline.Sub(start))
 	defer t.Stop()
@@ -167,10 +199,14 @@ func (s *Store) Await(ctx context.Context, call *gateway.Call, dec gateway.Decis
 			return gateway.Approval{Outcome: "shutdown", At: at, Waited: at.Sub(start), Reason: "the gateway shut down while the call waited"}
 		}
 		out := gateway.Approval{Allow: a.Approve, By: a.By, At: at, Waited: at.Sub(start)}
-		if a.Approve {
+		switch {
+		case a.outcome != "":
+			out.Outcome, out.Reason = a.outcome, a.Reason
+			return out
+		case a.Approve:
 			out.Outcome = "approved"
 			out.Reason = fmt.Sprintf("approved by %s", a.By)
-		} else {
+		default:
 			out.Outcome = "denied"
 			out.Reason = fmt.Sprintf("denied by %s", a.By)
 		}
@@ -193,7 +229,10 @@ func (s *Store) shown(call *gateway.Call, dec gateway.Decision, digest string) P
 	r := s.redact
 	p := Pending{ID: call.ID, Agent: call.Agent, Kind: call.Kind, Tool: call.Tool, Rule: dec.Rule, Reason: dec.Reason,
 		Digest: digest, Args: string(r.Redact(call.Args)), Command: r.RedactText(call.Command), Path: r.RedactText(call.Path),
-		Host: r.RedactText(call.Host), Port: call.Port, Session: call.Session}
+		Host: r.RedactText(call.Host), Port: call.Port, Session: call.Session, Policy: dec.Policy}
+	if f := call.SessionFacts; f != nil {
+		p.Labels, p.AgentLabels = f.Labels, f.Agent.Labels
+	}
 	for _, a := range call.Argv {
 		p.Argv = append(p.Argv, r.RedactText(a))
 	}
@@ -268,6 +307,77 @@ func (s *Store) Answer(id string, a Answer) error {
 	}
 	p.answer <- a
 	return nil
+}
+
+// tell sends the notifiers a waiting call; when none could deliver it,
+// the call is denied on the record (outcome unnotified), never left
+// waiting for a person nobody told.
+func (s *Store) tell(ctx context.Context, n *Notify, p Pending) {
+	log := n.Logger
+	if log == nil {
+		log = s.log
+	}
+	err := notifyAll(ctx, n.Notifiers, s.links, n.LinkBase, p, log)
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w, ok := s.pending[p.ID]; ok {
+		delete(s.pending, p.ID)
+		w.answer <- Answer{By: "toolgate", outcome: "unnotified",
+			Reason: "no notifier could tell anyone of the call, so it is denied (" + err.Error() + ")"}
+	}
+}
+
+// ErrLinkUsed: the link's call is not waiting (any more).
+var ErrLinkUsed = errors.New("the link's call is not waiting: it was answered (a link is single-use), timed out or never asked")
+
+// Link returns the claims of a valid link and the call it answers, which
+// must still wait, without answering it.
+func (s *Store) Link(token string) (Claims, Pending, error) {
+	c, err := s.links.Verify(token)
+	if err != nil {
+		return c, Pending{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, err := s.linked(c)
+	if err != nil {
+		return c, Pending{}, err
+	}
+	return c, w.Pending, nil
+}
+
+// AnswerLink answers the call a valid link names, the way it names, once:
+// by is who presented it (a token's id, else the link's notifier).
+func (s *Store) AnswerLink(token, by string) (Claims, error) {
+	c, err := s.links.Verify(token)
+	if err != nil {
+		return c, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, err := s.linked(c)
+	if err != nil {
+		return c, err
+	}
+	delete(s.pending, c.Call)
+	w.answer <- Answer{Approve: c.Approve, By: by}
+	return c, nil
+}
+
+// linked is the waiting call a link's claims name, bound to the same
+// digest and policy.
+func (s *Store) linked(c Claims) (*waiting, error) {
+	w, ok := s.pending[c.Call]
+	switch {
+	case !ok:
+		return nil, ErrLinkUsed
+	case w.Digest != c.Digest || w.Policy != c.Policy:
+		return nil, errors.New("the link was made for another version of the call or its policy")
+	}
+	return w, nil
 }
 
 // Close denies every waiting call (the gateway is shutting down) and any

@@ -2,6 +2,8 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"os"
@@ -35,7 +37,8 @@ func Parse(home, name string, data []byte) (*Config, error) {
 			home = abs
 		}
 	}
-	cfg := &Config{Home: home, Path: name}
+	sum := sha256.Sum256(data)
+	cfg := &Config{Home: home, Path: name, Digest: hex.EncodeToString(sum[:])}
 	d := &decoder{file: name, nodes: map[string]*yaml.Node{}, failed: map[string]bool{}, budget: maxNodes}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node

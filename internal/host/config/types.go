@@ -21,6 +21,9 @@ type Config struct {
 	Home string `yaml:"-"`
 	// Path is the file the config was loaded from (not in YAML).
 	Path string `yaml:"-"`
+	// Digest is the SHA-256 of the file's bytes, in hex: the version of
+	// the policy it holds (not in YAML).
+	Digest string `yaml:"-"`
 }
 
 // Gateway holds daemon-wide settings.
@@ -39,6 +42,42 @@ type Gateway struct {
 	Sandbox Sandbox `yaml:"sandbox"`
 	// Telemetry sends traces of the calls to an observability backend.
 	Telemetry Telemetry `yaml:"telemetry"`
+	// Approvals reaches people where they are when a rule asks: each
+	// notifier gets the call and single-use signed links to answer it.
+	Approvals Approvals `yaml:"approvals"`
+}
+
+// Approvals configures who is told of a call that waits for a person.
+type Approvals struct {
+	// LinkBase is the URL at which approvers reach this gateway's listen
+	// address (e.g. through a reverse proxy): the answer links start
+	// with it. Default: http://LISTEN.
+	LinkBase string `yaml:"linkBase"`
+	// RequireToken accepts an answer by link only with an admin token
+	// (its id is recorded as who answered); without it the link is the
+	// credential and the notifier it was sent to is recorded.
+	RequireToken bool `yaml:"requireToken"`
+	// Notify lists the notifiers; each call that asks is sent to all.
+	Notify []Notifier `yaml:"notify"`
+}
+
+// The notifier kinds.
+const (
+	NotifyWebhook = "webhook" // a JSON document (docs/protocol.md)
+	NotifySlack   = "slack"   // a Slack-compatible incoming-webhook message with blocks
+)
+
+// Notifier is one place asks are sent.
+type Notifier struct {
+	Name string `yaml:"name"` // default: the kind and position, e.g. webhook-0
+	Kind string `yaml:"kind"` // webhook or slack
+	// URL receives a POST per ask: https, or http to a loopback address.
+	// It may hold {{secret:NAME}} (granted to agent "*", tool approvals.notify).
+	URL string `yaml:"url"`
+	// Timeout bounds one attempt (default 5s); Attempts is how many are
+	// made before the call is denied as undeliverable (default 3).
+	Timeout  time.Duration `yaml:"timeout"`
+	Attempts int           `yaml:"attempts"`
 }
 
 // Telemetry configures what leaves the host for an observability backend.

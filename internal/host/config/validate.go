@@ -161,6 +161,7 @@ func (d *decoder) gateway(c *Config) {
 	g.Audit.MaxFileBytes = or(g.Audit.MaxFileBytes, DefaultAuditFile)
 	g.Audit.MaxArgBytes = or(g.Audit.MaxArgBytes, DefaultMaxArgBytes)
 	d.otlp(g.Telemetry.OTLP)
+	d.approvals(g)
 	if pg := g.Audit.Postgres; pg != nil {
 		const path = "gateway.audit.postgres.dsn"
 		// Never quote the DSN back: it may hold a password.
@@ -172,6 +173,76 @@ func (d *decoder) gateway(c *Config) {
 		}
 	}
 }
+
+// Notifier defaults.
+const (
+	DefaultNotifyTimeout  = 5 * time.Second
+	DefaultNotifyAttempts = 3
+)
+
+// approvals checks the notifiers and where their links point.
+func (d *decoder) approvals(g *Gateway) {
+	a := &g.Approvals
+	if a.LinkBase != "" {
+		if u, err := url.Parse(a.LinkBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			d.errorf(d.at("gateway.approvals.linkBase"), "gateway.approvals.linkBase", "want the http(s) URL at which approvers reach this gateway, e.g. https://toolgate.example.com")
+		}
+	}
+	if len(a.Notify) > 0 && a.LinkBase == "" {
+		if g.Listen == "" {
+			d.errorf(d.at("gateway.approvals.notify"), "gateway.approvals.notify", "notifiers send links to this gateway: set gateway.listen (or gateway.approvals.linkBase)")
+		}
+		a.LinkBase = "http://" + g.Listen
+	}
+	a.LinkBase = strings.TrimSuffix(a.LinkBase, "/")
+	names := map[string]bool{}
+	for i := range a.Notify {
+		n, path := &a.Notify[i], fmt.Sprintf("gateway.approvals.notify[%d]", i)
+		if n.Kind != NotifyWebhook && n.Kind != NotifySlack {
+			d.errorf(d.at(path+".kind"), path+".kind", "%q: a notifier is webhook or slack", n.Kind)
+		}
+		n.Name = or(n.Name, fmt.Sprintf("%s-%d", n.Kind, i))
+		if !agentName().MatchString(n.Name) {
+			d.errorf(d.at(path+".name"), path+".name", "%q: names are 1-63 lowercase letters, digits, _ or -", n.Name)
+		} else if names[n.Name] {
+			d.errorf(d.at(path+".name"), path+".name", "two notifiers are named %q", n.Name)
+		}
+		names[n.Name] = true
+		if err := checkNotifyURL(n.URL); err != nil {
+			d.errorf(d.at(path+".url"), path+".url", "%v", err)
+		}
+		d.positive(path+".timeout", int64(n.Timeout))
+		d.positive(path+".attempts", int64(n.Attempts))
+		n.Timeout = or(n.Timeout, DefaultNotifyTimeout)
+		n.Attempts = or(n.Attempts, DefaultNotifyAttempts)
+	}
+}
+
+// checkNotifyURL accepts https, and plain http only to a loopback
+// address: an ask carries the call's facts, which must not cross a
+// network in clear text. A URL holding a secret is never quoted back.
+func checkNotifyURL(s string) error {
+	if strings.Contains(s, "{{secret:") {
+		s = secretRef().ReplaceAllString(s, "x")
+	}
+	u, err := url.Parse(s)
+	switch {
+	case strings.TrimSpace(s) == "":
+		return fmt.Errorf("required: where asks are POSTed")
+	case err != nil || u.Host == "":
+		return fmt.Errorf("not an http(s) URL")
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme != "http":
+		return fmt.Errorf("want https (or http to a loopback address), not %s", u.Scheme)
+	}
+	if ip := net.ParseIP(u.Hostname()); (ip == nil || !ip.IsLoopback()) && u.Hostname() != "localhost" {
+		return fmt.Errorf("http to %s would send the asked call's facts in clear text off this host: use https", u.Hostname())
+	}
+	return nil
+}
+
+var secretRef = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{\{secret:[^}]*\}\}`) })
 
 // otlp checks the trace exporter's settings; the endpoint is never
 // dialled here, an unreachable collector only loses traces.

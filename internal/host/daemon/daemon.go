@@ -321,6 +321,9 @@ func (d *Daemon) swap(ctx context.Context, built *assemble.Built) (Reloaded, err
 	d.mu.Unlock()
 	d.gw.Swap(built.Snapshot)
 	d.rates.Configure(cfg)
+	if err := d.setNotify(built); err != nil {
+		d.log.Error("the approval notifiers stay as they were", "err", err)
+	}
 	if old.Config.Gateway.Listen != cfg.Gateway.Listen || !reflect.DeepEqual(old.Config.Gateway.Audit, cfg.Gateway.Audit) ||
 		old.Config.Gateway.ClientBinary != cfg.Gateway.ClientBinary {
 		d.log.Warn("gateway.listen, gateway.audit and gateway.clientBinary take effect only when toolgate serve restarts")

@@ -31,6 +31,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/kubeagents"
 	"github.com/toolgate/toolgate/internal/host/ratelimit"
 	"github.com/toolgate/toolgate/internal/host/sandbox/docker"
+	"github.com/toolgate/toolgate/internal/host/secrets"
 	"github.com/toolgate/toolgate/internal/host/session"
 	"github.com/toolgate/toolgate/internal/host/tracing"
 	"github.com/toolgate/toolgate/internal/host/upstream"
@@ -308,6 +309,9 @@ func (d *Daemon) wire(ctx context.Context) (err error) {
 	d.bounder = audit.NewBounder(cfg.Gateway.Audit.MaxArgBytes)
 	d.bounder.AddSecrets(b.Secrets.Values()...)
 	d.approvals = approval.New(d.bounder) // a waiting call shows what its entries record
+	if err := d.setNotify(b); err != nil {
+		return err
+	}
 	d.rates = ratelimit.New()
 	d.rates.Configure(cfg)
 	d.sessions = session.New()
@@ -342,6 +346,26 @@ func (d *Daemon) wire(ctx context.Context) (err error) {
 	d.sock.Handle("POST "+modeldoor.Pattern, d.models)
 	return nil
 }
+
+// setNotify gives the approvals the notifiers of a configuration, their
+// URLs' secrets expanded (granted to agent "*" and tool approvals.notify).
+func (d *Daemon) setNotify(b *assemble.Built) error {
+	a := b.Config.Gateway.Approvals
+	n := &approval.Notify{LinkBase: a.LinkBase, RequireToken: a.RequireToken, Logger: d.log}
+	for i, c := range a.Notify {
+		u, err := secrets.Expand(c.URL, func(name string) (string, error) { return b.Secrets.Resolve("*", NotifySecretTool, name) })
+		if err != nil {
+			return fmt.Errorf("gateway.approvals.notify[%d].url: %w", i, err)
+		}
+		n.Notifiers = append(n.Notifiers, &approval.Notifier{Name: c.Name, Kind: c.Kind, URL: u, Timeout: c.Timeout, Attempts: c.Attempts})
+	}
+	d.approvals.SetNotify(n)
+	return nil
+}
+
+// NotifySecretTool is the tool a host secret names to be usable in a
+// notifier's URL.
+const NotifySecretTool = "approvals.notify"
 
 // newTracer starts the trace exporter, this gateway named by its fleet id.
 func newTracer(ctx context.Context, home string, o *config.OTLP, log *slog.Logger) (*tracing.Tracer, error) {

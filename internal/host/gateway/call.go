@@ -171,6 +171,9 @@ type Decision struct {
 	// agent's session.labels that match it): recorded in the entry's
 	// detail, and given by Sessions.
 	Labels []string `json:"labels,omitempty"`
+	// Policy is the version of the policy that decided (its
+	// configuration's digest), which an answer by link is bound to.
+	Policy string `json:"policy,omitempty"`
 }
 
 // Shadow is the would-be decision of shadow-mode rules; the gate's answer

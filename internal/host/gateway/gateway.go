@@ -221,7 +221,7 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 // is (InputHolder). The entries record its size and SHA-256. An input that
 // cannot be held for them denies the call.
 func (g *Gateway) ask(ctx context.Context, snap *Snapshot, call *Call, tool Tool, dec Decision, io *Streams) (Decision, *Streams, error) {
-	final := Decision{Rule: dec.Rule, Shadow: dec.Shadow, Labels: dec.Labels}
+	final := Decision{Rule: dec.Rule, Shadow: dec.Shadow, Labels: dec.Labels, Policy: dec.Policy}
 	if g.opts.Approvals == nil {
 		final.Reason = dec.Reason + " (asks a person, and this gateway has no one to ask)"
 		return final, io, nil

@@ -2,7 +2,8 @@ package gateway
 
 import (
 	"strconv"
-	"time"
+
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // Sessions keeps what the calls of each session gave it — labels such as
@@ -36,14 +37,8 @@ type ScopeFacts struct {
 	Calls  int
 }
 
-// Label is where a label came from: the call that gave it first.
-type Label struct {
-	Call   string    `json:"call"`
-	At     time.Time `json:"at"`
-	Tool   string    `json:"tool"`
-	Kind   Kind      `json:"type"`
-	Target string    `json:"target,omitempty"` // the path, host:port or model the call reached
-}
+// Label is where a label came from: the call that gave it first (api.Label).
+type Label = api.Label
 
 // Target is what a call reached, for a person reading where a label came
 // from: the path, the host:port, the model, else the command.

@@ -18,7 +18,8 @@ import (
 // Engine is the compiled policy of every agent. It is immutable and safe for
 // concurrent use; a reload builds a new Engine and swaps it in.
 type Engine struct {
-	agents map[string]*agentPolicy
+	agents  map[string]*agentPolicy
+	version string // the configuration's digest, shortened: Decision.Policy
 }
 
 type agentPolicy struct {
@@ -103,7 +104,7 @@ func compile(cfg *config.Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policy: CEL environment: %w", err)
 	}
-	e := &Engine{agents: make(map[string]*agentPolicy, len(cfg.Agents))}
+	e := &Engine{agents: make(map[string]*agentPolicy, len(cfg.Agents)), version: cfg.Digest[:min(len(cfg.Digest), 16)]}
 	c := compiler{env: env, file: cfg.Path, cache: map[string]*compiled{}}
 	nd := len(cfg.Defaults.Rules)
 	for name, a := range cfg.Agents {
@@ -236,7 +237,9 @@ func position(line, col int) string {
 
 // Decide implements gateway.Decider.
 func (e *Engine) Decide(call *gateway.Call) gateway.Decision {
-	return e.decide(call, nil)
+	d := e.decide(call, nil)
+	d.Policy = e.version
+	return d
 }
 
 // Explanation is a decision with every rule evaluated on the way.
@@ -260,6 +263,7 @@ type RuleResult struct {
 func (e *Engine) Explain(call *gateway.Call) Explanation {
 	var x Explanation
 	x.Decision = e.decide(call, &x)
+	x.Decision.Policy = e.version
 	return x
 }
 

@@ -22,8 +22,24 @@ type Pending struct {
 	Host     string        `json:"host,omitempty"`
 	Port     int           `json:"port,omitempty"`
 	Session  string        `json:"session,omitempty"`
-	Asked    time.Time     `json:"asked"`
-	Deadline time.Time     `json:"deadline"`
+	// Labels are what the call's session had been given, AgentLabels
+	// what every session of its agent had (the default scope rules read).
+	Labels      map[string]Label `json:"labels,omitempty"`
+	AgentLabels map[string]Label `json:"agentLabels,omitempty"`
+	// Policy is the version of the policy that asked (the configuration's
+	// digest): an answer by link is bound to it.
+	Policy   string    `json:"policy,omitempty"`
+	Asked    time.Time `json:"asked"`
+	Deadline time.Time `json:"deadline"`
+}
+
+// Label is where a session label came from: the call that gave it first.
+type Label struct {
+	Call   string    `json:"call"`
+	At     time.Time `json:"at"`
+	Tool   string    `json:"tool"`
+	Kind   Kind      `json:"type"`
+	Target string    `json:"target,omitempty"` // the path, host:port or model the call reached
 }
 
 // PendingInput is a waiting call's standard input as a person is shown it.

@@ -67,6 +67,8 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("GET /v1/approvals", s.admin(s.listApprovals))
 		mux.Handle("GET /v1/approvals/{id}", s.admin(s.getApproval))
 		mux.Handle("POST /v1/approvals/{id}", s.admin(s.answerApproval))
+		mux.HandleFunc("GET "+approval.LinkPath+"{token}", s.linkPage)
+		mux.HandleFunc("POST "+approval.LinkPath+"{token}", s.answerLink)
 	}
 	if s.Audit != nil {
 		mux.Handle("GET /v1/audit/entries", s.admin(s.auditEntries))
