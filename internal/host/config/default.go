@@ -79,12 +79,36 @@ defaults:
     maxOutput: 1m               # bytes kept per output stream
     maxReadFile: 10m            # bytes a read returns at most
     maxWrite: 64m               # bytes a write or patch accepts
+  # Labels a call gives its session when allowed, for rules that decide on
+  # the sequence (session.labels): private data read, untrusted content
+  # taken in, a way out. Scope agent: every session of an agent shares them
+  # (session hints come from the agent). See docs/policy.md, Session facts.
+  session:
+    scope: agent
+    labels:
+      - {label: private, when: 'kind == "core_tool" && path.matches("(^|/)(\\.env[^/]*|\\.netrc|\\.npmrc|id_[a-z0-9]+|secrets?/.*)$")'}
+      - {label: untrusted, when: 'kind == "egress"'}
+      - {label: untrusted, when: 'kind == "model" && args.server_tools.exists(t, t.kind in ["web_search", "web_fetch"])'}
+      - {label: external, when: 'kind == "egress"'}
+      - {label: external, when: 'kind == "model" && args.server_tools.exists(t, t.kind == "mcp")'}
   rules:
+    # The lethal trifecta, in shadow mode: recorded as what it would ask
+    # (detail.shadow) without holding anything. Remove mode: shadow to make
+    # it ask a person before a session that read private data and took in
+    # untrusted content sends anything out.
+    - name: trifecta
+      ask: '"external" in labels && "private" in session.labels && "untrusted" in session.labels'
+      mode: shadow
+      reason: the session read private data and took in untrusted content; sending out needs a person
+      examples:
+        match: [{kind: egress, host: drop.example, port: 443, session: [private, untrusted]}]
+        not_match: [{kind: egress, host: drop.example, port: 443, session: [private]},
+                    {tool: read, path: /workspace/main.go, session: [private, untrusted]}]
     # Rules are CEL expressions over the call: agent, tool, kind (core_tool,
     # tool, hook, egress), args (the arguments as sent), path (normalised,
     # as the sandbox sees it), command and argv (exec), commands and
     # parse_error (what a command or argv runs, read by a shell parser),
-    # host and port (egress).
+    # host and port (egress), labels and session (above).
     # A matching deny always wins over any allow; a rule that fails to
     # evaluate (e.g. a missing key in args) denies if it is a deny rule.
     - name: no-shadow

@@ -3,7 +3,9 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -187,6 +189,22 @@ func TestDefaultYAMLPolicy(t *testing.T) {
 		if d := e.Decide(&tt.call); d.Allow != tt.allow || d.Rule != tt.rule {
 			t.Errorf("%s %q%s: %+v, want allow=%v rule=%s", tt.call.Tool, tt.call.Command, tt.call.Path, d, tt.allow, tt.rule)
 		}
+	}
+
+	// The session labels it gives, and the trifecta rule in shadow mode.
+	for path, private := range map[string]bool{"/workspace/.env": true, "/workspace/app/.env.local": true, "/home/u/.ssh/id_ed25519": true,
+		"/workspace/secrets/db.txt": true, "/workspace/main.go": false, "/workspace/env.go": false} {
+		d := e.Decide(&gateway.Call{Agent: "demo", Kind: gateway.KindCore, Tool: "read", Path: path})
+		if got := slices.Contains(d.Labels, "private"); got != private {
+			t.Errorf("read %s gives %v", path, d.Labels)
+		}
+	}
+	e = engine(t, strings.Replace(config.DefaultYAML("/tg"), "    default: allow ", "    egress: {allow: [\"drop.example:443\"]}\n    default: allow ", 1))
+	out := &gateway.Call{Agent: "demo", Kind: gateway.KindEgress, Tool: "egress", Host: "drop.example", Port: 443,
+		Egress:       &gateway.EgressFacts{Resolved: []netip.Addr{netip.MustParseAddr("93.184.215.14")}},
+		SessionFacts: &gateway.SessionFacts{Agent: gateway.ScopeFacts{Labels: map[string]gateway.Label{"private": {}, "untrusted": {}}}}}
+	if d := e.Decide(out); !d.Allow || !slices.Equal(d.Labels, []string{"untrusted", "external"}) || d.Shadow == nil || d.Shadow.Verdict != "ask" || d.Shadow.Rule != "trifecta" {
+		t.Errorf("a way out after the first two legs: %+v (shadow %+v)", d, d.Shadow)
 	}
 }
 

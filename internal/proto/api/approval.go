@@ -13,15 +13,15 @@ type Pending struct {
 	Reason string `json:"reason"`
 	// Digest is what an approval binds: with --same-args a standing
 	// approval allows only calls of this digest.
-	Digest   string        `json:"digest"`
-	Args     string        `json:"args"` // the arguments as sent, secrets redacted
-	Input    *PendingInput `json:"input,omitempty"`
-	Command  string        `json:"command,omitempty"`
-	Argv     []string      `json:"argv,omitempty"`
-	Path     string        `json:"path,omitempty"`
-	Host     string        `json:"host,omitempty"`
-	Port     int           `json:"port,omitempty"`
-	Session  string        `json:"session,omitempty"`
+	Digest  string        `json:"digest"`
+	Args    string        `json:"args"` // the arguments as sent, secrets redacted
+	Input   *PendingInput `json:"input,omitempty"`
+	Command string        `json:"command,omitempty"`
+	Argv    []string      `json:"argv,omitempty"`
+	Path    string        `json:"path,omitempty"`
+	Host    string        `json:"host,omitempty"`
+	Port    int           `json:"port,omitempty"`
+	Session string        `json:"session,omitempty"`
 	// Labels are what the call's session had been given, AgentLabels
 	// what every session of its agent had (the default scope rules read).
 	Labels      map[string]Label `json:"labels,omitempty"`
