@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -107,7 +108,11 @@ func (s *Server) answerLink(w http.ResponseWriter, r *http.Request) {
 		s.refuseLink(w, r, err)
 		return
 	}
-	by := fmt.Sprintf("link sent to %s, presented from %s", c.Notifier, remoteHost(r))
+	from := "admin.sock"
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		from = ap.Addr().String()
+	}
+	by := fmt.Sprintf("link sent to %s, presented from %s", c.Notifier, from)
 	if tok != nil {
 		by = fmt.Sprintf("admin token %s (link sent to %s)", tok.ID, c.Notifier)
 	}
