@@ -194,6 +194,7 @@ func newAnswerCmd(g *Globals, approve bool) *cobra.Command {
 	if approve {
 		cmd.Flags().DurationVar(&standFor, "for", 0, "let the approval stand this long for the agent's calls the same rule asks about")
 		cmd.Flags().BoolVar(&a.SameArgs, "same-args", false, "with --for: only for calls with the same tool and arguments")
+		cmd.Flags().StringVar(&a.Raise, "raise", "", "a call at its task's budget: the new caps, e.g. cost=4,calls=1000")
 	} else {
 		_ = cmd.MarkFlagRequired("reason")
 	}

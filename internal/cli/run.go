@@ -17,6 +17,7 @@ func newRunCmd(g *Globals) *cobra.Command {
 		doorOnly     bool
 		stdin        bool
 		session      string
+		budget       string
 	)
 	cmd := &cobra.Command{
 		Use:   "run AGENT [flags] -- ARGV...",
@@ -82,7 +83,7 @@ decided and recorded as a call; the hook gate still guards what remains.`,
 			if interactive(os.Stderr) { // a script's output stays the program's own
 				fmt.Fprintf(os.Stderr, "toolgate: session %s (toolgate audit show --session %s)\n", session, session)
 			}
-			res, err := execStreamed(cmd.Context(), c.WithSession(session), args[0], call, stdin)
+			res, err := execStreamed(cmd.Context(), c.WithSession(session).WithBudget(budget), args[0], call, stdin)
 			if err != nil {
 				return err
 			}
@@ -96,6 +97,7 @@ decided and recorded as a call; the hook gate still guards what remains.`,
 	cmd.Flags().StringVar(&timeout, "timeout", "", "kill the process tree after this long (e.g. 30m)")
 	env.register(cmd)
 	cmd.Flags().StringVar(&session, "session", "", "the run's session id (default: a new one, shown when stderr is a terminal)")
+	cmd.Flags().StringVar(&budget, "budget", "", "caps for the run across every door, e.g. cost=2,tokens=500000,calls=500,wall=30m (default: the agent's session.budget)")
 	cmd.Flags().BoolVarP(&stdin, "interactive", "i", false, stdinFlagUsage)
 	cmd.Flags().BoolVar(&doorOnly, "door-only", false, "claude acts only through toolgate's tools (its own Bash, Write, Edit, Read … off; MCP door on)")
 	return cmd

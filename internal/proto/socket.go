@@ -19,6 +19,10 @@ const (
 	// their exec runs under); like HeaderParent it is for correlation, never
 	// for identity.
 	HeaderSession = "Toolgate-Session"
+	// HeaderBudget opens a task's budget for the session (cost=2,calls=500):
+	// honoured on the admin API only (toolgate run --budget), never from a
+	// sandbox.
+	HeaderBudget = "Toolgate-Budget"
 )
 
 // CallPath is the CallPattern route of tool name.

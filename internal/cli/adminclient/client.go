@@ -32,6 +32,7 @@ type Client struct {
 	host          string // the Host header
 	token         string
 	session       string // sent with every call: the calls of one run
+	budget        string // the run's caps (toolgate run --budget)
 }
 
 // WithSession returns a client whose calls carry session (toolgate run
@@ -39,6 +40,14 @@ type Client struct {
 func (c *Client) WithSession(session string) *Client {
 	cc := *c
 	cc.session = session
+	return &cc
+}
+
+// WithBudget returns a client whose calls open their session's task with
+// these caps (cost=2,calls=500).
+func (c *Client) WithBudget(budget string) *Client {
+	cc := *c
+	cc.budget = budget
 	return &cc
 }
 
@@ -309,6 +318,11 @@ func (c *Client) request(method, path, contentType string, body []byte) (*reques
 	}
 	if c.session != "" {
 		if err := req.set(proto.HeaderSession, c.session); err != nil {
+			return nil, err
+		}
+	}
+	if c.budget != "" {
+		if err := req.set(proto.HeaderBudget, c.budget); err != nil {
 			return nil, err
 		}
 	}

@@ -29,6 +29,9 @@ type StartRequest struct {
 	Model    string `json:"model,omitempty"`    // default: the provider's default
 	NoStream bool   `json:"noStream,omitempty"` // ask for whole answers, not streams
 	Limits   Limits `json:"limits"`
+	// Budget caps the run across every door (cost=2,calls=500); empty:
+	// the agent's session.budget.
+	Budget string `json:"budget,omitempty"`
 }
 
 // Server runs sessions for the admin API; each event is an NDJSON line of
@@ -43,6 +46,10 @@ type Server struct {
 	Config func() *config.Config
 	// HasKey reports whether a provider's secret resolves for an agent.
 	HasKey func(agent, provider, secret string) bool
+	// Tasks opens the budget of each run's session; nil: none.
+	Tasks interface {
+		Open(agent, session, spec string) (close func(), err error)
+	}
 }
 
 // Default models of providers that serve real APIs, when neither the
@@ -123,6 +130,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		wire.WriteError(w, status, &api.Error{Code: "bad_request", Message: err.Error()})
 		return
+	}
+	if s.Tasks != nil {
+		end, err := s.Tasks.Open(agent, sess.ID, req.Budget)
+		if err != nil {
+			wire.WriteError(w, http.StatusBadRequest, &api.Error{Code: "bad_request", Message: err.Error()})
+			return
+		}
+		defer end()
 	}
 	visible := mcp.VisibleFromConfig(s.Config)(agent)
 	w.Header().Set("Content-Type", api.MediaNDJSON)

@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/host/config"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/proto/api"
 )
@@ -75,6 +76,7 @@ type Answer struct {
 	Reason   string        `json:"reason,omitempty"`
 	For      time.Duration `json:"for,omitempty"`       // the approval stands this long
 	SameArgs bool          `json:"same_args,omitempty"` // … only for identical arguments
+	Raise    string        `json:"raise,omitempty"`     // new caps for a task at its budget
 	By       string        `json:"-"`                   // who answered: the door's identity, never the body's
 	outcome  string        // the gateway's own answer (unnotified), not a person's
 }
@@ -198,7 +200,7 @@ func (s *Store) Await(ctx context.Context, call *gateway.Call, dec gateway.Decis
 		if !ok {
 			return gateway.Approval{Outcome: "shutdown", At: at, Waited: at.Sub(start), Reason: "the gateway shut down while the call waited"}
 		}
-		out := gateway.Approval{Allow: a.Approve, By: a.By, At: at, Waited: at.Sub(start)}
+		out := gateway.Approval{Allow: a.Approve, By: a.By, At: at, Waited: at.Sub(start), Raise: a.Raise}
 		switch {
 		case a.outcome != "":
 			out.Outcome, out.Reason = a.outcome, a.Reason
@@ -288,8 +290,13 @@ func (s *Store) Answer(id string, a Answer) error {
 	if a.For < 0 || a.For > 30*24*time.Hour {
 		return fmt.Errorf("an approval stands for at most 30 days, not %s", a.For)
 	}
-	if (a.For > 0 || a.SameArgs) && !a.Approve {
-		return errors.New("--for and --same-args go with approve")
+	if (a.For > 0 || a.SameArgs || a.Raise != "") && !a.Approve {
+		return errors.New("--for, --same-args and --raise go with approve")
+	}
+	if a.Raise != "" {
+		if _, err := config.ParseBudget(a.Raise); err != nil {
+			return fmt.Errorf("--raise: %w", err)
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

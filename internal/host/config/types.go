@@ -196,6 +196,19 @@ type Session struct {
 	Scope string `yaml:"scope"`
 	// Labels are the defaults' first, then the agent's own.
 	Labels []LabelRule `yaml:"labels"`
+	// Budget caps each task the agent is given — a toolgate run or
+	// toolgate agent session — across every door; a run's --budget
+	// replaces it. Nil: tasks have no cap of their own.
+	Budget *SessionBudget `yaml:"budget"`
+}
+
+// SessionBudget caps one task; a zero field is no cap. At a cap the next
+// call waits for a person to raise it, and is denied without an answer.
+type SessionBudget struct {
+	Cost   float64       `yaml:"cost" json:"cost,omitempty"`     // USD of model calls, priced by the providers' prices
+	Tokens int64         `yaml:"tokens" json:"tokens,omitempty"` // model tokens, all kinds
+	Calls  int           `yaml:"calls" json:"calls,omitempty"`   // allowed calls of every kind
+	Wall   time.Duration `yaml:"wall" json:"wall,omitempty"`     // since the task started
 }
 
 // LabelRule gives a label to the session of every allowed call its

@@ -412,6 +412,11 @@ func (d *decoder) session(path string, s *Session) {
 	if s.Scope != "" && s.Scope != ScopeAgent && s.Scope != ScopeSession {
 		d.errorf(d.at(path+".scope"), path+".scope", "%q: the scope of session labels is agent (the default) or session", s.Scope)
 	}
+	if b := s.Budget; b != nil {
+		if b.Cost < 0 || b.Tokens < 0 || b.Calls < 0 || b.Wall < 0 {
+			d.errorf(d.at(path+".budget"), path+".budget", "a budget's caps must not be negative (0 or unset: no cap)")
+		}
+	}
 	for i, l := range s.Labels {
 		lp := fmt.Sprintf("%s.labels[%d]", path, i)
 		if !labelName().MatchString(l.Label) {
@@ -467,6 +472,10 @@ func merge(a, def *Agent) {
 		a.Rates = slices.Clone(def.Rates)
 	}
 	a.Session.Scope = or(a.Session.Scope, def.Session.Scope)
+	if a.Session.Budget == nil && def.Session.Budget != nil {
+		b := *def.Session.Budget
+		a.Session.Budget = &b
+	}
 	a.Session.Labels = append(slices.Clone(def.Session.Labels), a.Session.Labels...)
 	rules := make([]Rule, 0, len(def.Rules)+len(a.Rules))
 	for i, r := range def.Rules {

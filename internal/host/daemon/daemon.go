@@ -321,6 +321,7 @@ func (d *Daemon) swap(ctx context.Context, built *assemble.Built) (Reloaded, err
 	d.mu.Unlock()
 	d.gw.Swap(built.Snapshot)
 	d.rates.Configure(cfg)
+	d.sessions.SetDefaults(cfg)
 	if err := d.setNotify(built); err != nil {
 		d.log.Error("the approval notifiers stay as they were", "err", err)
 	}

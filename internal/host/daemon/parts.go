@@ -315,6 +315,7 @@ func (d *Daemon) wire(ctx context.Context) (err error) {
 	d.rates = ratelimit.New()
 	d.rates.Configure(cfg)
 	d.sessions = session.New()
+	d.sessions.SetDefaults(cfg)
 	start := time.Now()
 	if err := d.sessions.Rebuild(cfg.Gateway.Audit.Dir); err != nil {
 		return fmt.Errorf("rebuilding the session labels from the audit log: %w", err)
@@ -474,10 +475,10 @@ func (d *Daemon) adminAPI() (listeners, api service) {
 	)
 	api = service{name: "admin API", start: func(context.Context) error {
 		srv := &adminapi.Server{Gateway: d.gw, Tokens: d.tokens, Status: d.status, Explain: d.explain, Approvals: d.approvals, Audit: d.index,
-			Checkpoint: d.checkpoint, Identity: d.identityOf,
+			Checkpoint: d.checkpoint, Identity: d.identityOf, Tasks: d.sessions,
 			Observations: connlimit.Unbounded(d.hooks.Ingest()), // a transcript may be piped in as it is written
 			Sessions: connlimit.Unbounded(&agentloop.Server{Model: d.models, Gateway: d.gw, Skills: d.door, // a session runs for minutes
-				Store: agentloop.NewStore(agentloop.SessionsDir(d.opts.Home)), Config: d.config, HasKey: d.hasKey})}
+				Store: agentloop.NewStore(agentloop.SessionsDir(d.opts.Home)), Config: d.config, HasKey: d.hasKey, Tasks: d.sessions})}
 		host := http.NewServeMux()
 		host.Handle("GET /metrics", connlimit.Bounded(d.metrics.Handler(), connlimit.Defaults.Header)) // no token: nobody may hold it open
 		host.Handle("/mcp", auth.Require(d.tokens, auth.ScopeMCP, mcp.RouteOptions(srv.RefusalsVia(mcp.Via)))(d.door.Handler(mcp.TokenIdentity)))

@@ -100,6 +100,18 @@ type ModelFacts struct {
 	Name  string
 	API   string
 	Spent *ModelSpent // nil: not known, so no budget can be checked
+	// Reserve is the most the request can use (its output limit and its
+	// body's input, estimated high, priced): a task's budget holds it
+	// while the call runs, until Used — set by the door once the
+	// answer's usage is known — says what it did use.
+	Reserve ModelUse
+	Used    *ModelUse
+}
+
+// ModelUse is tokens and their cost (USD; 0 for a model without a price).
+type ModelUse struct {
+	Tokens int64
+	Cost   float64
 }
 
 // ModelSpent is what an agent has spent of its model budget.

@@ -140,9 +140,16 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 	tool, dec := g.decide(ctx, snap, call)
 	if dec.Ask {
 		var err error
-		if dec, io, err = g.ask(ctx, snap, call, tool, dec, io); err != nil {
+		if dec, _, io, err = g.ask(ctx, snap, call, tool, dec, io); err != nil {
 			return nil, err
 		}
+	}
+	settle, dec, io, err := g.charge(ctx, snap, call, tool, dec, io)
+	if err != nil {
+		return nil, err
+	}
+	if settle != nil {
+		defer settle() // after the call ran; at once for a call denied below
 	}
 	if dec.Allow && g.opts.Limiter != nil {
 		done, over := g.opts.Limiter.Admit(call)
@@ -177,7 +184,6 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 
 	env := &RunEnv{Agent: snap.Agents[call.Agent], IO: io}
 	var res *Result
-	var err error
 	if tool.Kind() == KindCore && g.opts.Sandboxes != nil {
 		env.Sandbox, err = g.opts.Sandboxes.Sandbox(ctx, call.Agent)
 	}
@@ -220,11 +226,11 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 // shown (in the streams returned); a tool that holds its input says what it
 // is (InputHolder). The entries record its size and SHA-256. An input that
 // cannot be held for them denies the call.
-func (g *Gateway) ask(ctx context.Context, snap *Snapshot, call *Call, tool Tool, dec Decision, io *Streams) (Decision, *Streams, error) {
+func (g *Gateway) ask(ctx context.Context, snap *Snapshot, call *Call, tool Tool, dec Decision, io *Streams) (Decision, Approval, *Streams, error) {
 	final := Decision{Rule: dec.Rule, Shadow: dec.Shadow, Labels: dec.Labels, Policy: dec.Policy}
 	if g.opts.Approvals == nil {
 		final.Reason = dec.Reason + " (asks a person, and this gateway has no one to ask)"
-		return final, io, nil
+		return final, Approval{}, io, nil
 	}
 	call.Detail = maps.Clone(call.Detail)
 	if call.Detail == nil {
@@ -236,7 +242,7 @@ func (g *Gateway) ask(ctx context.Context, snap *Snapshot, call *Call, tool Tool
 		in, err := readInput(ctx, io.Stdin)
 		if err != nil {
 			final.Reason = dec.Reason + " (" + err.Error() + ")"
-			return final, io, nil
+			return final, Approval{}, io, nil
 		}
 		call.Input = in
 		held := *io
@@ -253,14 +259,43 @@ func (g *Gateway) ask(ctx context.Context, snap *Snapshot, call *Call, tool Tool
 	pending.Phase = PhaseAsk
 	if err := g.opts.Audit.Append(pending); err != nil {
 		g.opts.Logger.Error("audit append failed; call refused", "id", call.ID, "agent", call.Agent, "tool", call.Tool, "err", err)
-		return final, io, fmt.Errorf("%w: %v", ErrAuditUnavailable, err)
+		return final, Approval{}, io, fmt.Errorf("%w: %v", ErrAuditUnavailable, err)
 	}
 	a := g.opts.Approvals.Await(ctx, call, dec, snap.Agents[call.Agent].AskTimeout)
 	final.Allow = a.Allow
 	final.Reason = dec.Reason + " — " + a.Reason
-	call.Detail["approval"] = map[string]any{"outcome": a.Outcome, "by": a.By, "at": a.At.UTC(),
+	approved := map[string]any{"outcome": a.Outcome, "by": a.By, "at": a.At.UTC(),
 		"waitedMs": float64(a.Waited.Microseconds()) / 1000}
-	return final, io, nil
+	if a.Raise != "" {
+		approved["raise"] = a.Raise
+	}
+	call.Detail["approval"] = approved
+	return final, a, io, nil
+}
+
+// charge counts an allowed call against its task's budget. At a cap it
+// asks a person (recorded like any ask), who may raise the cap; a call
+// they approve is charged past it.
+func (g *Gateway) charge(ctx context.Context, snap *Snapshot, call *Call, tool Tool, dec Decision, io *Streams) (func(), Decision, *Streams, error) {
+	if !dec.Allow || g.opts.Sessions == nil {
+		return nil, dec, io, nil
+	}
+	settle, over := g.opts.Sessions.Charge(call, false)
+	if over == nil {
+		return settle, dec, io, nil
+	}
+	over.Shadow, over.Labels, over.Policy = dec.Shadow, dec.Labels, dec.Policy
+	final, a, io, err := g.ask(ctx, snap, call, tool, *over, io)
+	if err != nil || !final.Allow {
+		return nil, final, io, err
+	}
+	if a.Raise != "" {
+		if err := g.opts.Sessions.Raise(call, a.Raise); err != nil {
+			g.opts.Logger.Warn("a raised budget was not applied", "id", call.ID, "raise", a.Raise, "err", err)
+		}
+	}
+	settle, _ = g.opts.Sessions.Charge(call, true)
+	return settle, final, io, nil
 }
 
 // MaxAskInput bounds the input of a call that asks a person: it is held

@@ -105,6 +105,9 @@ type Approval struct {
 	At      time.Time     `json:"at"`
 	Waited  time.Duration `json:"-"`
 	Reason  string        `json:"-"`
+	// Raise is a person's new caps for the call's task (session.budget's
+	// form: cost=4,calls=1000), given with an approval.
+	Raise string `json:"raise,omitempty"`
 }
 
 // RunEnv is what a running tool may use.

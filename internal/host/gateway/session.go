@@ -14,9 +14,17 @@ import (
 // Give once its decision is allowed and on record, so a call that was
 // denied, or whose decision could not be recorded, gives nothing.
 // Both must be quick and must not block on I/O.
+//
+// Sessions also hold the budgets of tasks: Charge counts an allowed call
+// against its task's caps before its decision is recorded and returns
+// settle, to call once the call has run; at a cap it returns an ask (rule
+// session.budget.*) instead, and a person answering it may Raise the caps
+// (force then charges the call they approved).
 type Sessions interface {
 	Facts(call *Call) *SessionFacts
 	Give(call *Call, dec Decision)
+	Charge(call *Call, force bool) (settle func(), over *Decision)
+	Raise(call *Call, caps string) error
 }
 
 // SessionFacts are what a call's session and agent had been given before
@@ -28,13 +36,18 @@ type SessionFacts struct {
 	ID     string           // the session hint, "" for the unnamed one
 	Labels map[string]Label // label → the call that first gave it in this session
 	Calls  int              // allowed calls of this session since the gateway started
+	Cost   float64          // what its model calls cost (USD), settled
+	Tokens int64            // their tokens
 	Agent  ScopeFacts       // the same over every session of the agent
 }
 
-// ScopeFacts are the labels and calls of one scope (every session of an agent).
+// ScopeFacts are the labels, calls and spending of one scope (every
+// session of an agent).
 type ScopeFacts struct {
 	Labels map[string]Label
 	Calls  int
+	Cost   float64
+	Tokens int64
 }
 
 // Label is where a label came from: the call that gave it first (api.Label).

@@ -25,7 +25,9 @@ type recSessions struct {
 	given []string // call ids
 }
 
-func (s *recSessions) Facts(call *Call) *SessionFacts { return &SessionFacts{ID: call.Session} }
+func (s *recSessions) Facts(call *Call) *SessionFacts         { return &SessionFacts{ID: call.Session} }
+func (s *recSessions) Charge(*Call, bool) (func(), *Decision) { return nil, nil }
+func (s *recSessions) Raise(*Call, string) error              { return nil }
 func (s *recSessions) Give(call *Call, dec Decision) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

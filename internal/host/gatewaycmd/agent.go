@@ -116,6 +116,7 @@ Ctrl-C stops the run; the session is saved after every step and
 	f.DurationVar(&maxTime, "max-time", agentloop.DefaultTime, "stop after this much wall time")
 	f.Int64Var(&req.Limits.MaxTokens, "max-output-tokens", agentloop.DefaultMaxTokens, "max_tokens of each model request")
 	f.BoolVar(&noStream, "no-stream", false, "ask for whole answers instead of streamed ones")
+	f.StringVar(&req.Budget, "budget", "", "caps for the run across every door, e.g. cost=2,calls=500,wall=30m (default: the agent's session.budget)")
 	f.BoolVar(&jsonOut, "json", false, "print the events as JSON lines instead of the transcript")
 	return cmd
 }

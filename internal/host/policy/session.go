@@ -138,23 +138,23 @@ func isLabels(e celast.Expr) (ok, session bool) {
 	return false, false
 }
 
-// scopeFacts are the labels and calls of the scope a rule reads as session.
-func (a *activation) scopeFacts() (map[string]gateway.Label, int) {
+// scopeFacts are the facts of the scope a rule reads as session.
+func (a *activation) scopeFacts() gateway.ScopeFacts {
 	f := a.call.SessionFacts
 	switch {
 	case f == nil:
-		return nil, 0
+		return gateway.ScopeFacts{}
 	case a.scope == config.ScopeSession:
-		return f.Labels, f.Calls
+		return gateway.ScopeFacts{Labels: f.Labels, Calls: f.Calls, Cost: f.Cost, Tokens: f.Tokens}
 	}
-	return f.Agent.Labels, f.Agent.Calls
+	return f.Agent
 }
 
 // sessionValue is `session` as a rule sees it.
 func (a *activation) sessionValue() ref.Val {
-	labels, calls := a.scopeFacts()
-	lm := make(map[string]any, len(labels))
-	for l, g := range labels {
+	sf := a.scopeFacts()
+	lm := make(map[string]any, len(sf.Labels))
+	for l, g := range sf.Labels {
 		lm[l] = map[string]any{"call": g.Call, "at": g.At.UTC().Format(time.RFC3339Nano), "tool": g.Tool,
 			"type": string(g.Kind), "target": g.Target}
 	}
@@ -163,7 +163,7 @@ func (a *activation) sessionValue() ref.Val {
 		id = f.ID
 	}
 	return types.DefaultTypeAdapter.NativeToValue(map[string]any{
-		"id": id, "scope": a.scope, "labels": lm, "calls": int64(calls),
+		"id": id, "scope": a.scope, "labels": lm, "calls": int64(sf.Calls), "cost": sf.Cost, "tokens": sf.Tokens,
 	})
 }
 
@@ -174,7 +174,7 @@ func (a *activation) provenance(r *rule) string {
 	if !r.session {
 		return ""
 	}
-	labels, _ := a.scopeFacts()
+	labels := a.scopeFacts().Labels
 	var parts []string
 	for _, l := range r.ofSession {
 		g, ok := labels[l]

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/host/audit"
+	"github.com/toolgate/toolgate/internal/host/config"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 )
 
@@ -30,9 +31,11 @@ const MaxSessions = 4096
 // Tracker holds every agent's sessions. It implements gateway.Sessions
 // and is safe for concurrent use.
 type Tracker struct {
-	mu     sync.Mutex
-	agents map[string]*agentState
-	tick   uint64 // orders uses, for forgetting the least recent session
+	mu       sync.Mutex
+	agents   map[string]*agentState
+	tick     uint64 // orders uses, for forgetting the least recent session
+	budgets  map[[2]string]*budget // open tasks by agent and session (budget.go)
+	defaults map[string]config.SessionBudget
 }
 
 type agentState struct {
@@ -46,13 +49,17 @@ type agentState struct {
 type scope struct {
 	labels map[string]gateway.Label
 	calls  int
+	cost   float64
+	tokens int64
 	used   uint64
 }
 
 var _ gateway.Sessions = (*Tracker)(nil)
 
 // New returns an empty tracker.
-func New() *Tracker { return &Tracker{agents: map[string]*agentState{}} }
+func New() *Tracker {
+	return &Tracker{agents: map[string]*agentState{}, budgets: map[[2]string]*budget{}}
+}
 
 // Facts implements gateway.Sessions.
 func (t *Tracker) Facts(call *gateway.Call) *gateway.SessionFacts {
@@ -63,11 +70,11 @@ func (t *Tracker) Facts(call *gateway.Call) *gateway.SessionFacts {
 	if a == nil {
 		return f
 	}
-	f.Agent = gateway.ScopeFacts{Labels: a.all.labels, Calls: a.all.calls}
+	f.Agent = gateway.ScopeFacts{Labels: a.all.labels, Calls: a.all.calls, Cost: a.all.cost, Tokens: a.all.tokens}
 	if s := a.sessions[call.Session]; s != nil {
 		t.tick++
 		s.used = t.tick
-		f.Labels, f.Calls = s.labels, s.calls
+		f.Labels, f.Calls, f.Cost, f.Tokens = s.labels, s.calls, s.cost, s.tokens
 	}
 	return f
 }
@@ -82,21 +89,8 @@ func (t *Tracker) Give(call *gateway.Call, dec gateway.Decision) {
 func (t *Tracker) give(agent, session string, labels []string, giver gateway.Label, count bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	a := t.agents[agent]
-	if a == nil {
-		a = &agentState{sessions: map[string]*scope{}}
-		t.agents[agent] = a
-	}
-	s := a.sessions[session]
-	if s == nil {
-		if len(a.sessions) >= MaxSessions {
-			a.forgetOldest()
-		}
-		s = &scope{}
-		a.sessions[session] = s
-	}
-	t.tick++
-	s.used = t.tick
+	a := t.agentLocked(agent)
+	s := a.sessionLocked(t, session)
 	if count {
 		s.calls++
 		a.all.calls++
@@ -122,6 +116,30 @@ func (s *scope) add(labels []string, giver gateway.Label) {
 	if next != nil {
 		s.labels = next
 	}
+}
+
+func (t *Tracker) agentLocked(agent string) *agentState {
+	a := t.agents[agent]
+	if a == nil {
+		a = &agentState{sessions: map[string]*scope{}}
+		t.agents[agent] = a
+	}
+	return a
+}
+
+// sessionLocked is the session's scope, made (and marked used) if need be.
+func (a *agentState) sessionLocked(t *Tracker, session string) *scope {
+	s := a.sessions[session]
+	if s == nil {
+		if len(a.sessions) >= MaxSessions {
+			a.forgetOldest()
+		}
+		s = &scope{}
+		a.sessions[session] = s
+	}
+	t.tick++
+	s.used = t.tick
+	return s
 }
 
 func (a *agentState) forgetOldest() {

@@ -58,4 +58,6 @@ type ApprovalAnswer struct {
 	Reason   string `json:"reason,omitempty"`
 	For      string `json:"for,omitempty"` // a duration: the approval stands this long
 	SameArgs bool   `json:"same_args,omitempty"`
+	// Raise gives a task at its budget new caps (cost=4,calls=1000).
+	Raise string `json:"raise,omitempty"`
 }

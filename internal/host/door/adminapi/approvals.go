@@ -45,7 +45,7 @@ func (s *Server) answerApproval(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusBadRequest, &api.Error{Code: "bad_request", Message: "answer: " + err.Error()})
 		return
 	}
-	a := approval.Answer{Approve: in.Approve, Reason: in.Reason, SameArgs: in.SameArgs, By: "admin"}
+	a := approval.Answer{Approve: in.Approve, Reason: in.Reason, SameArgs: in.SameArgs, Raise: in.Raise, By: "admin"}
 	if in.For != "" {
 		if a.For, err = time.ParseDuration(in.For); err != nil {
 			wire.WriteError(w, http.StatusBadRequest, &api.Error{Code: "bad_request", Message: fmt.Sprintf("for: %q is not a duration (e.g. 1h)", in.For)})

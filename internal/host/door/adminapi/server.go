@@ -21,6 +21,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/connlimit"
 	"github.com/toolgate/toolgate/internal/host/gateway"
 	"github.com/toolgate/toolgate/internal/host/wire"
+	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
@@ -52,6 +53,12 @@ type Server struct {
 	Checkpoint func() ([]byte, error)
 	Identity   func() api.Identity
 	MaxBody    int64
+	// Tasks opens the budget of a run's session for as long as its call
+	// runs (toolgate run --budget, or the agent's session.budget); nil:
+	// runs have no budgets.
+	Tasks interface {
+		Open(agent, session, spec string) (close func(), err error)
+	}
 }
 
 // Handler returns the routes, each behind the admin token.
@@ -160,6 +167,11 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 		Session: r.Header.Get("Toolgate-Session"),
 		Via:     gateway.ViaAdmin,
 	}
+	end, ok := s.openTask(w, r, call)
+	if !ok {
+		return
+	}
+	defer end()
 	switch r.Header.Get("Accept") {
 	case api.MediaRaw:
 		s.rawAnswer(w, r, call, nil)
@@ -168,6 +180,25 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.answer(w, r, call, nil)
 	}
+}
+
+// openTask opens the budget of the run a call with a session starts
+// (proto.HeaderBudget, else the agent's session.budget); end closes it.
+func (s *Server) openTask(w http.ResponseWriter, r *http.Request, call *gateway.Call) (end func(), ok bool) {
+	spec := r.Header.Get(proto.HeaderBudget)
+	switch {
+	case s.Tasks == nil || (call.Session == "" && spec == ""):
+		return func() {}, true
+	case call.Session == "":
+		wire.WriteError(w, http.StatusBadRequest, &api.Error{Code: "bad_request", Message: "a budget is a run's: give the call a session (toolgate run does)"})
+		return nil, false
+	}
+	end, err := s.Tasks.Open(call.Agent, call.Session, spec)
+	if err != nil {
+		wire.WriteError(w, http.StatusBadRequest, &api.Error{Code: "bad_request", Message: err.Error()})
+		return nil, false
+	}
+	return end, true
 }
 
 // streamed answers with output frames as they are produced, then the
@@ -202,6 +233,11 @@ func (s *Server) rawCall(w http.ResponseWriter, r *http.Request) {
 		Session: r.Header.Get("Toolgate-Session"),
 		Via:     gateway.ViaAdmin,
 	}
+	end, ok := s.openTask(w, r, call)
+	if !ok {
+		return
+	}
+	defer end()
 	switch r.Header.Get("Accept") {
 	case api.MediaRaw:
 		s.rawAnswer(w, r, call, r.Body)

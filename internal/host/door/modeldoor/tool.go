@@ -200,6 +200,14 @@ func (t *Tool) Prepare(call *gateway.Call, _ gateway.AgentInfo) error {
 	ex.api, ex.endpoint, ex.facts = p.api, ep, facts
 	spent := t.meter.Spent(call.Agent, t.now())
 	call.Model = &gateway.ModelFacts{Name: facts.Model, API: string(p.api), Spent: &spent}
+	if ep.Generates() {
+		// The most it can use, held against a task's budget while it runs.
+		u := model.Estimate(facts, len(ex.body), model.Usage{})
+		call.Model.Reserve.Tokens = u.Total()
+		if price, ok := p.prices.Lookup(facts.Model); ok {
+			call.Model.Reserve.Cost = price.Cost(u)
+		}
+	}
 	return nil
 }
 
@@ -456,6 +464,9 @@ func (t *Tool) record(d map[string]any, call *gateway.Call, p *provider, ex *exc
 		d["estimatedCostUSD"] = cost
 	}
 	t.meter.Add(call.Agent, t.now(), u.Total(), cost)
+	if call.Model != nil {
+		call.Model.Used = &gateway.ModelUse{Tokens: u.Total(), Cost: cost}
+	}
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
