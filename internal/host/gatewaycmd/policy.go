@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/toolgate/toolgate/internal/cli"
@@ -15,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/hookcall"
 	"github.com/toolgate/toolgate/internal/host/policy"
 	"github.com/toolgate/toolgate/internal/host/replay"
+	"github.com/toolgate/toolgate/internal/host/suggest"
 	"github.com/toolgate/toolgate/internal/lib/textsafe"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/proto/api"
@@ -91,7 +95,7 @@ The agent, tool and arguments are words in that order, or the flags --agent, --t
 	eval.Flags().StringVar(&kind, "kind", "", "call kind: core_tool or tool (from --tool when omitted), hook (args are Claude Code's tool_input), egress (args {\"target\":\"host:port\"}), model (--tool PROVIDER, args {\"endpoint\":\"messages\",\"model\":…,\"max_tokens\":…})")
 	eval.Flags().StringVar(&args, "args", "{}", "the call's arguments as a JSON object")
 	eval.Flags().BoolVar(&live, "live", false, "ask the running daemon instead of reading the config file")
-	cmd.AddCommand(eval, newPolicyTestCmd(g), newPolicyReplayCmd(g))
+	cmd.AddCommand(eval, newPolicyTestCmd(g), newPolicyReplayCmd(g), newPolicySuggestCmd(g))
 	return cmd
 }
 
@@ -204,20 +208,11 @@ a call whose arguments were cut when recorded is marked approximate (~).`,
   toolgate policy replay --config new.yaml --agent demo --json | jq '.changes[]'`,
 		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(g.Home, g.Config)
+			h, err := readHistory(g, logDir)
 			if err != nil {
 				return err
 			}
-			built, err := assemble.Build(cfg, nil, nil)
-			if err != nil {
-				return err
-			}
-			dir := logDir
-			if dir == "" {
-				if dir, err = auditDir(g); err != nil {
-					return err
-				}
-			}
+			built, dir := h.built, h.dir
 			f.Since = since.Cutoff()
 			out := cmd.OutOrStdout()
 			var changes []replay.Outcome
@@ -270,4 +265,108 @@ a call whose arguments were cut when recorded is marked approximate (~).`,
 	cmd.Flags().StringVar(&logDir, "log", "", "audit directory to read (default: the config's gateway.audit.dir)")
 	cmd.Flags().IntVar(&maxRows, "max", 200, "print at most this many calls (0: all)")
 	return cmd
+}
+
+func newPolicySuggestCmd(g *cli.Globals) *cobra.Command {
+	var (
+		since  cli.WhenFlag
+		agent  string
+		output string
+		logDir string
+	)
+	cmd := &cobra.Command{
+		Use:   "suggest --agent NAME [--since 7d] [-o FILE]",
+		Short: "Write least-privilege policy for an agent from the calls it made",
+		Long: `Reads the agent's allowed calls in the audit log and writes the configuration
+file with the agent's section rewritten to allow what it did and nothing else:
+default deny; rules for the commands and flags it ran, the directories it read
+and wrote, the subcommands of each plugin tool, the Claude Code tools it used,
+each with examples drawn from the log; its tools, egress hosts and models cut
+to those used; core tools it never used switched off. Its own rules stay, and
+so does every comment elsewhere. What the current policy allows that the
+suggestion does not is listed at the top of the agent's section. Review it,
+then replay the same window under it: every call it learned from is allowed.`,
+		Example: `  toolgate policy suggest --agent demo --since 7d -o suggested.yaml
+  toolgate policy replay --config suggested.yaml --agent demo --since 7d`,
+		Args: cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if agent == "" {
+				return cli.UsageErr(cmd, "--agent is required: whose calls to learn from")
+			}
+			h, err := readHistory(g, logDir)
+			if err != nil {
+				return err
+			}
+			rep, err := suggest.Suggest(h.built.Config, h.src, h.built.Snapshot, suggest.Options{Agent: agent, Since: since.Cutoff(), Dir: h.dir})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if output != "" && output != "-" {
+				if err := os.WriteFile(output, rep.Config, 0o600); err != nil {
+					return err
+				}
+				out = cmd.ErrOrStderr()
+			} else {
+				if _, err := out.Write(rep.Config); err != nil {
+					return err
+				}
+				out = cmd.ErrOrStderr()
+			}
+			fmt.Fprintf(out, "learned from %d allowed calls of %s (%s – %s): %d rules; %d entries not readable as calls\n",
+				rep.Calls, agent, rep.From.Local().Format(time.DateTime), rep.To.Local().Format(time.DateTime), rep.Rules, rep.Skipped)
+			for _, n := range rep.Narrowed {
+				fmt.Fprintf(out, "  narrowed: %s\n", n)
+			}
+			if output != "" && output != "-" {
+				fmt.Fprintf(out, "wrote %s; check it with: toolgate policy replay --config %s --agent %s%s\n", output, output, agent, sinceArg(cmd))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&agent, "agent", "", "the agent to learn from (required)")
+	cmd.Flags().Var(&since, "since", "only calls since then: how long ago (7d, 12h) or an RFC 3339 time")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write the configuration here (default: standard output)")
+	cmd.Flags().StringVar(&logDir, "log", "", "audit directory to read (default: the config's gateway.audit.dir)")
+	return cmd
+}
+
+func sinceArg(cmd *cobra.Command) string {
+	if f := cmd.Flags().Lookup("since"); f != nil && f.Changed {
+		return " --since " + f.Value.String()
+	}
+	return ""
+}
+
+// history is what replay and suggest read: the configuration file as
+// written and as built, and the audit log.
+type history struct {
+	src   []byte
+	built *assemble.Built
+	dir   string
+}
+
+func readHistory(g *cli.Globals, logDir string) (*history, error) {
+	path := g.Config
+	if path == "" {
+		path = filepath.Join(g.Home, "config.yaml")
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.Parse(g.Home, path, src)
+	if err != nil {
+		return nil, err
+	}
+	h := &history{src: src, dir: logDir}
+	if h.built, err = assemble.Build(cfg, nil, nil); err != nil {
+		return nil, err
+	}
+	if h.dir == "" {
+		if h.dir, err = auditDir(g); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
 }

@@ -109,49 +109,64 @@ func Decide(snap *gateway.Snapshot, sessions gateway.Sessions, e *gateway.Entry)
 	o := Outcome{ID: e.ID, TS: e.TS, Agent: e.Agent, Kind: e.Type, Tool: e.Tool,
 		Was: gateway.Decision{Allow: e.Decision == "allow", Rule: e.Rule, Reason: e.Reason}}
 	o.Approximate = cutMarker().Match(e.Args)
-	call := &gateway.Call{Agent: e.Agent, Kind: e.Type, Tool: e.Tool, Args: restoreBodies(e.Args),
-		Session: e.Session, Parent: e.Parent, Via: e.Via, Detail: maps.Clone(e.Detail)}
-	delete(call.Detail, "shadow")
-	delete(call.Detail, "labels")
-	delete(call.Detail, "target")
-	call.ID = e.ID
-	defer func() {
-		if sessions != nil && o.Now.Allow {
-			sessions.Give(call, o.Now)
+	call, refused := Call(snap, e, func(c *gateway.Call) {
+		if sessions != nil {
+			c.SessionFacts = sessions.Facts(c)
 		}
-	}()
-	if call.Kind == gateway.KindHook {
-		// Facts of a hook call come from Claude Code's input, as at the gate.
-		hc, err := hookcall.ToCall(&hooks.Input{HookEventName: hooks.EventPreToolUse, ToolName: e.Tool,
-			ToolInput: call.Args, Cwd: str(e.Detail["cwd"]), SessionID: e.Session}, proto.WorkspacePath)
-		if err != nil {
-			o.Now = gateway.Decision{Rule: "args.invalid", Reason: err.Error()}
-			return o
-		}
-		hc.Agent, hc.ID = e.Agent, e.ID
-		call = hc
-	}
-	if sessions != nil {
-		call.SessionFacts = sessions.Facts(call)
-	}
-	if call.Kind == gateway.KindEgress {
-		// Not prepared again: that would resolve the name anew. The
-		// addresses the live decision saw are in the entry's detail.
-		o.Now = decideEgress(snap, call)
-		return o
-	}
-	if _, refused := gateway.Prepare(snap, call); refused != nil {
+	})
+	if refused != nil {
 		o.Now = *refused
 		return o
 	}
 	o.Now = snap.Decider.Decide(call)
 	o.Now.Shadow = nil
+	if sessions != nil && o.Now.Allow {
+		sessions.Give(call, o.Now)
+	}
 	return o
 }
 
-func decideEgress(snap *gateway.Snapshot, call *gateway.Call) gateway.Decision {
+// Call turns a recorded decision entry back into the call it was, with
+// the facts policy saw filled as the live call's tool filled them
+// (before, then, is given the call to add what it must before the tool
+// prepares it). A non-nil Decision is the call refused before policy.
+func Call(snap *gateway.Snapshot, e *gateway.Entry, before func(*gateway.Call)) (*gateway.Call, *gateway.Decision) {
+	call := &gateway.Call{ID: e.ID, Agent: e.Agent, Kind: e.Type, Tool: e.Tool, Args: restoreBodies(e.Args),
+		Session: e.Session, Parent: e.Parent, Via: e.Via, Detail: maps.Clone(e.Detail)}
+	for _, k := range []string{"shadow", "labels", "target"} {
+		delete(call.Detail, k) // what the decision gave, not what the call was
+	}
+	if call.Kind == gateway.KindHook {
+		// Facts of a hook call come from Claude Code's input, as at the gate.
+		hc, err := hookcall.ToCall(&hooks.Input{HookEventName: hooks.EventPreToolUse, ToolName: e.Tool,
+			ToolInput: call.Args, Cwd: str(e.Detail["cwd"]), SessionID: e.Session}, proto.WorkspacePath)
+		if err != nil {
+			return nil, &gateway.Decision{Rule: "args.invalid", Reason: err.Error()}
+		}
+		hc.Agent, hc.ID = e.Agent, e.ID
+		call = hc
+	}
+	if before != nil {
+		before(call)
+	}
+	if call.Kind == gateway.KindEgress {
+		// Not prepared again: that would resolve the name anew. The
+		// addresses the live decision saw are in the entry's detail.
+		if refused := prepareEgress(snap, call); refused != nil {
+			return nil, refused
+		}
+		return call, nil
+	}
+	if _, refused := gateway.Prepare(snap, call); refused != nil {
+		return nil, refused
+	}
+	return call, nil
+}
+
+// prepareEgress fills an egress call's facts from its record.
+func prepareEgress(snap *gateway.Snapshot, call *gateway.Call) *gateway.Decision {
 	if _, ok := snap.Agents[call.Agent]; !ok {
-		return gateway.Decision{Rule: "agent.unknown", Reason: "unknown agent " + call.Agent}
+		return &gateway.Decision{Rule: "agent.unknown", Reason: "unknown agent " + call.Agent}
 	}
 	var a struct {
 		Target string `json:"target"`
@@ -159,15 +174,13 @@ func decideEgress(snap *gateway.Snapshot, call *gateway.Call) gateway.Decision {
 	_ = json.Unmarshal(call.Args, &a)
 	t, err := netrule.ParseTarget(a.Target)
 	if err != nil {
-		return gateway.Decision{Rule: "args.invalid", Reason: err.Error()}
+		return &gateway.Decision{Rule: "args.invalid", Reason: err.Error()}
 	}
 	call.Host, call.Port = t.Host, int(t.Port)
 	if call.Egress, err = netrule.RecordedFacts(call.Detail); err != nil {
-		return gateway.Decision{Rule: netrule.RuleResolve, Reason: err.Error()}
+		return &gateway.Decision{Rule: netrule.RuleResolve, Reason: err.Error()}
 	}
-	d := snap.Decider.Decide(call)
-	d.Shadow = nil
-	return d
+	return nil
 }
 
 func str(v any) string {

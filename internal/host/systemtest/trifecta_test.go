@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -226,6 +227,16 @@ func TestTrifecta(t *testing.T) {
 		t.Errorf("refused links on record: %q", links)
 	}
 	e.Verify()
+
+	// Least privilege from this history: the suggestion, replayed over the
+	// same log, allows every call it learned from.
+	sug := filepath.Join(t.TempDir(), "suggested.yaml")
+	if out, code := e.CLI("", "policy", "suggest", "--agent", a, "-o", sug); code != 0 || !strings.Contains(out, "narrowed: default: deny") {
+		t.Fatalf("policy suggest: %d\n%s", code, out)
+	}
+	if out, code := e.CLI("", "policy", "replay", "--config", sug, "--agent", a); code != 0 || !strings.Contains(out, " 0 allowed→denied") {
+		t.Fatalf("replaying under the suggestion: %d\n%s", code, out)
+	}
 
 	// A restart rebuilds the labels from the log: the way out still asks.
 	if err := e.Daemon.Shutdown(context.Background()); err != nil {
