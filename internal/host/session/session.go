@@ -33,7 +33,7 @@ const MaxSessions = 4096
 type Tracker struct {
 	mu       sync.Mutex
 	agents   map[string]*agentState
-	tick     uint64 // orders uses, for forgetting the least recent session
+	tick     uint64                // orders uses, for forgetting the least recent session
 	budgets  map[[2]string]*budget // open tasks by agent and session (budget.go)
 	defaults map[string]config.SessionBudget
 }

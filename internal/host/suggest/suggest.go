@@ -56,8 +56,8 @@ type learned struct {
 	commands  map[string]map[string]bool // name → flags
 	exact     []string                   // CEL tests of calls with a dynamic part or no parse: allowed as written only
 	exactEx   []any
-	cmdEx     []any                      // examples of the commands rule
-	reads     map[string]bool            // directories
+	cmdEx     []any           // examples of the commands rule
+	reads     map[string]bool // directories
 	writes    map[string]bool
 	readEx    []any
 	writeEx   []any
