@@ -7,8 +7,10 @@ import (
 	"net/url"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/host/approval"
 	"github.com/toolgate/toolgate/internal/host/auditindex"
@@ -176,5 +178,32 @@ func TestAccess(t *testing.T) {
 		if got := post(c.token, c.form, c.origin); got != c.status {
 			t.Errorf("%s: %d, want %d", c.name, got, c.status)
 		}
+	}
+}
+
+// TestSessionLabels: the session page names each label the session's
+// allowed calls gave, from its first giver; a denied call's, a result's
+// and a forged field's labels are not labels.
+func TestSessionLabels(t *testing.T) {
+	t.Parallel()
+	ts := time.Date(2026, 12, 7, 12, 1, 3, 0, time.UTC)
+	hit := func(seq int64, id, phase, decision string, labels ...any) auditindex.Hit {
+		e := &gateway.Entry{Agent: "a", ID: id, Phase: phase, Decision: decision, Tool: "read", TS: ts,
+			Detail: map[string]any{"labels": labels, "target": "/workspace/" + id}}
+		return auditindex.Hit{Seq: seq, Entry: e}
+	}
+	got := sessionLabels([]auditindex.Hit{
+		hit(1, "c1", "decision", "deny", "private"),
+		hit(2, "c2", "decision", "allow", "private"),
+		hit(3, "c2", "result", "allow", "untrusted"),
+		hit(4, "c3", "decision", "allow", "private", "external"),
+	})
+	want := []labelRow{{Label: "private", ID: "c2", Tool: "read", Target: "/workspace/c2", TS: "12:01:03"},
+		{Label: "external", ID: "c3", Tool: "read", Target: "/workspace/c3", TS: "12:01:03"}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("labels %+v, want %+v", got, want)
+	}
+	if r := rowOf(hit(5, "c4", "decision", "allow", "private")); !slices.Equal(r.Labels, []string{"private"}) {
+		t.Errorf("row %+v", r)
 	}
 }

@@ -81,6 +81,8 @@ type row struct {
 	Session  string  `json:"session"`
 	Shown    string  `json:"sessionShown"` // the session's start, rendered safe
 	Ms       float64 `json:"ms"`
+	// Labels are what an allowed call gave its session (session.labels).
+	Labels []string `json:"labels,omitempty"`
 }
 
 func rowOf(h auditindex.Hit) row {
@@ -91,7 +93,46 @@ func rowOf(h auditindex.Hit) row {
 	if e.DurationMs != nil {
 		r.Ms = *e.DurationMs
 	}
+	r.Labels = givenLabels(e)
 	return r
+}
+
+// givenLabels are the labels an allowed decision entry gave its session.
+func givenLabels(e *gateway.Entry) []string {
+	if e.Phase != gateway.PhaseDecision || e.Decision != gateway.VerdictAllow {
+		return nil
+	}
+	list, _ := e.Detail["labels"].([]any)
+	var out []string
+	for _, l := range list {
+		if s, ok := l.(string); ok {
+			out = append(out, textsafe.Line(s))
+		}
+	}
+	return out
+}
+
+// labelRow is where a session's label came from: its first giver.
+type labelRow struct {
+	Label, ID, Tool, Target, TS string
+}
+
+// sessionLabels lists each label the hits gave, with the call that gave it first.
+func sessionLabels(hits []auditindex.Hit) []labelRow {
+	var out []labelRow
+	seen := map[string]bool{}
+	for _, h := range hits {
+		for _, l := range givenLabels(h.Entry) {
+			if seen[l] {
+				continue
+			}
+			seen[l] = true
+			target, _ := h.Entry.Detail["target"].(string)
+			out = append(out, labelRow{Label: l, ID: h.Entry.ID, Tool: textsafe.Line(h.Entry.Tool), Target: textsafe.Line(target),
+				TS: h.Entry.TS.UTC().Format(time.TimeOnly)})
+		}
+	}
+	return out
 }
 
 func (d *Dashboard) feed(w http.ResponseWriter, r *http.Request) {
@@ -215,6 +256,7 @@ func (d *Dashboard) session(w http.ResponseWriter, r *http.Request) {
 		agents, err = d.opts.Index.SessionAgents(id)
 	}
 	var hits []auditindex.Hit
+	var labels []agentLabels
 	truncated := false
 	for _, a := range agents {
 		if err != nil {
@@ -223,12 +265,21 @@ func (d *Dashboard) session(w http.ResponseWriter, r *http.Request) {
 		var h []auditindex.Hit
 		h, err = d.opts.Index.Find(auditindex.Query{Session: id, Agent: a, Limit: maxSession})
 		hits, truncated = append(hits, h...), truncated || len(h) == maxSession
+		if l := sessionLabels(h); len(l) > 0 {
+			labels = append(labels, agentLabels{Agent: a, Labels: l})
+		}
 	}
+	data["Labels"] = labels
 	if err != nil {
 		data["Error"] = err.Error()
 	}
 	data["Trees"], data["Count"], data["Truncated"] = trees(hits), len(hits), truncated
 	d.render(w, r, "session", data)
+}
+
+type agentLabels struct {
+	Agent  string
+	Labels []labelRow
 }
 
 // trees is a session's calls as calltree draws them: one tree per agent,
