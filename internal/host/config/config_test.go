@@ -168,6 +168,29 @@ func TestParseErrors(t *testing.T) {
 			yaml: "defaults: &x {image: a}\nagents:\n  demo:\n    <<: *x\n",
 			want: []string{`c.yaml:4: agents.demo: merge keys (<<) are not supported; shared settings go under defaults`},
 		},
+		{
+			name: "notifiers",
+			yaml: "gateway:\n  approvals:\n    notify:\n      - {kind: webhook, url: 'http://hooks.example.com/x'}\n" +
+				"      - {kind: email, url: 'https://x.example'}\n      - {kind: slack, url: 'ftp://x'}\n" +
+				"      - {name: Bad!, kind: webhook, url: 'https://hooks.slack.com/services/{{secret:hook}}'}\n" +
+				"      - {kind: webhook, url: 'http://127.0.0.1:9/x', attempts: -1}\n",
+			want: []string{
+				`c.yaml:4: gateway.approvals.notify: notifiers send links to this gateway: set gateway.listen (or gateway.approvals.linkBase)`,
+				`c.yaml:4: gateway.approvals.notify[0].url: http to hooks.example.com would send the asked call's facts in clear text off this host: use https`,
+				`c.yaml:5: gateway.approvals.notify[1].kind: "email": a notifier is webhook or slack`,
+				`c.yaml:6: gateway.approvals.notify[2].url: want https (or http to a loopback address), not ftp`,
+				`c.yaml:7: gateway.approvals.notify[3].name: "Bad!": names are 1-63 lowercase letters, digits, _ or -`,
+				`c.yaml:8: gateway.approvals.notify[4].attempts: must be greater than 0`,
+			},
+		},
+		{
+			name: "budgets",
+			yaml: "agents:\n  demo:\n    session:\n      budget: {cost: -1}\n      scope: task\n",
+			want: []string{
+				`c.yaml:4: agents.demo.session.budget: a budget's caps must not be negative (0 or unset: no cap)`,
+				`c.yaml:5: agents.demo.session.scope: "task": the scope of session labels is agent (the default) or session`,
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
