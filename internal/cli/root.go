@@ -75,7 +75,7 @@ var clientCommands = []struct {
 	{"agents", newAgentsCmd}, {"exec", newExecCmd}, {"read", newReadCmd},
 	{"write", newWriteCmd}, {"patch", newPatchCmd}, {"call", newCallCmd},
 	{"run", newRunCmd}, {"ingest", newIngestCmd},
-	{"approvals", newApprovalsCmd}, {"audit", newAuditCmd},
+	{"approvals", newApprovalsCmd}, {"audit", newAuditCmd}, {"labels", newLabelsCmd},
 }
 
 // NewRootCmd returns the command tree of the Go CLI (toolgate-cli): the commands

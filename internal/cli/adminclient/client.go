@@ -227,6 +227,19 @@ func (c *Client) Approval(ctx context.Context, id string) (api.Pending, error) {
 	return out, c.json(ctx, "GET", "/v1/approvals/"+url.PathEscape(id), nil, &out)
 }
 
+// Labels returns an agent's session labels.
+func (c *Client) Labels(ctx context.Context, agent string) (*api.Labels, error) {
+	var out api.Labels
+	return &out, c.json(ctx, "GET", "/v1/agents/"+url.PathEscape(agent)+"/labels", nil, &out)
+}
+
+// ClearLabels takes every session label from an agent, with a reason.
+func (c *Client) ClearLabels(ctx context.Context, agent, reason string) (*api.Labels, error) {
+	body, _ := json.Marshal(api.Labels{Reason: reason})
+	var out api.Labels
+	return &out, c.json(ctx, "POST", "/v1/agents/"+url.PathEscape(agent)+"/labels/clear", body, &out)
+}
+
 // Answer approves or denies a waiting call.
 func (c *Client) Answer(ctx context.Context, id string, a api.ApprovalAnswer) error {
 	body, err := json.Marshal(a)

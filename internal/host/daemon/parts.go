@@ -475,7 +475,7 @@ func (d *Daemon) adminAPI() (listeners, api service) {
 	)
 	api = service{name: "admin API", start: func(context.Context) error {
 		srv := &adminapi.Server{Gateway: d.gw, Tokens: d.tokens, Status: d.status, Explain: d.explain, Approvals: d.approvals, Audit: d.index,
-			Checkpoint: d.checkpoint, Identity: d.identityOf, Tasks: d.sessions,
+			Checkpoint: d.checkpoint, Identity: d.identityOf, Tasks: d.sessions, Labels: d.sessions,
 			Observations: connlimit.Unbounded(d.hooks.Ingest()), // a transcript may be piped in as it is written
 			Sessions: connlimit.Unbounded(&agentloop.Server{Model: d.models, Gateway: d.gw, Skills: d.door, // a session runs for minutes
 				Store: agentloop.NewStore(agentloop.SessionsDir(d.opts.Home)), Config: d.config, HasKey: d.hasKey, Tasks: d.sessions})}

@@ -201,6 +201,7 @@ const (
 	VerdictReported = api.VerdictReported // Claude Code's tap: a tool ran
 	VerdictObserved = api.VerdictObserved // a transcript's claim
 	VerdictSigned   = api.VerdictSigned   // a checkpoint of the audit log
+	VerdictCleared  = api.VerdictCleared  // a person cleared an agent's session labels
 )
 
 // Verdicts is every decision an entry can carry; Phases every phase.

@@ -154,18 +154,43 @@ func (a *agentState) forgetOldest() {
 	delete(a.sessions, oldest)
 }
 
+// ToolClear is the tool of the entry that records a clear of an agent's
+// labels (kind admin, decision cleared).
+const ToolClear = "session.labels.clear"
+
+// Clear takes every label from the agent and all its sessions: a person
+// who looked has decided the agent starts afresh. The caller records it
+// first (an entry Rebuild reads as the same clear).
+func (t *Tracker) Clear(agent string) map[string]gateway.Label {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a := t.agents[agent]
+	if a == nil {
+		return nil
+	}
+	was := a.all.labels
+	a.all.labels = nil
+	for _, s := range a.sessions {
+		s.labels = nil
+	}
+	return was
+}
+
 // Rebuild gives the tracker the labels recorded in the audit log in dir:
 // those of every allowed decision entry that names labels, oldest first,
-// so each label's giver is the call that gave it first. It reads only the
-// lines that hold labels. Calls are not counted again: session.calls
-// counts since the gateway started.
+// so each label's giver is the call that gave it first, less what a clear
+// entry took away. It reads only the lines that may hold either. Calls
+// are not counted again: session.calls counts since the gateway started.
 func (t *Tracker) Rebuild(dir string) error {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil // no log yet: nothing was given
 	}
-	f := audit.Filter{Has: `"labels":`, Decision: gateway.VerdictAllow}
-	return audit.Query(dir, f, func(e *gateway.Entry) error {
-		if e.Phase != gateway.PhaseDecision {
+	return audit.Query(dir, audit.Filter{Has: `labels`}, func(e *gateway.Entry) error {
+		if e.Type == gateway.KindAdmin && e.Tool == ToolClear && e.Decision == gateway.VerdictCleared {
+			t.Clear(e.Agent)
+			return nil
+		}
+		if e.Phase != gateway.PhaseDecision || e.Decision != gateway.VerdictAllow {
 			return nil
 		}
 		labels := recordedLabels(e.Detail["labels"])

@@ -106,6 +106,8 @@ func TestRebuild(t *testing.T) {
 			Detail: map[string]any{"labels": []string{"untrusted", "external"}, "target": "example.com:443"}},
 		{ID: "c5", Phase: gateway.PhaseDecision, Agent: "a", Session: "s1", Type: gateway.KindCore, Tool: "read", Decision: "allow",
 			Detail: map[string]any{"labels": []string{"private"}, "target": "/workspace/later.env"}},
+	
+		{ID: "x1", Phase: gateway.PhaseResult, Agent: "b", Type: gateway.KindAdmin, Tool: ToolClear, Decision: gateway.VerdictCleared},
 	} {
 		e.TS = ts
 		if err := w.Append(e); err != nil {
@@ -114,6 +116,33 @@ func TestRebuild(t *testing.T) {
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
+	}
+	cleared := t.TempDir()
+	cw, err := audit.Open(cleared, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []*gateway.Entry{
+		{ID: "d1", Phase: gateway.PhaseDecision, Agent: "a", Session: "s1", Type: gateway.KindCore, Tool: "read", Decision: "allow",
+			Detail: map[string]any{"labels": []string{"private", "untrusted"}, "target": "/workspace/.env"}},
+		{ID: "x2", Phase: gateway.PhaseResult, Agent: "a", Type: gateway.KindAdmin, Tool: ToolClear, Decision: gateway.VerdictCleared},
+		{ID: "d2", Phase: gateway.PhaseDecision, Agent: "a", Session: "s2", Type: gateway.KindEgress, Tool: "egress", Decision: "allow",
+			Detail: map[string]any{"labels": []string{"external"}, "target": "x.test:443"}},
+	} {
+		e.TS = ts
+		if err := cw.Append(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ct := New()
+	if err := ct.Rebuild(cleared); err != nil {
+		t.Fatal(err)
+	}
+	if f := ct.Facts(&gateway.Call{Agent: "a", Session: "s1"}); f.Labels != nil || !slices.Equal(labelsOf(f.Agent.Labels), []string{"external"}) {
+		t.Errorf("after a clear: session %v, agent %v", labelsOf(f.Labels), labelsOf(f.Agent.Labels))
 	}
 	tr := New()
 	if err := tr.Rebuild(dir); err != nil {

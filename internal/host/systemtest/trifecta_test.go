@@ -254,4 +254,32 @@ func TestTrifecta(t *testing.T) {
 	if r := <-ch; r.err != nil || *r.res.ExitCode == 0 {
 		t.Fatalf("the send after the restart ran: %v %+v", r.err, r.res)
 	}
+
+	// A person who looked clears the labels, on the record: the way out no
+	// longer asks, and a restart does not bring them back.
+	if out, code := e.CLI("", "labels", "show", a); code != 0 || !strings.Contains(out, "private") || !strings.Contains(out, "/workspace/.env") {
+		t.Fatalf("labels show: %d\n%s", code, out)
+	}
+	if out, code := e.CLI("", "labels", "clear", a, "--reason", "reviewed the page"); code != 0 || !strings.Contains(out, "cleared 3 labels") {
+		t.Fatalf("labels clear: %d\n%s", code, out)
+	}
+	sendsFree := func(when string) {
+		if r := <-send(); r.err != nil || *r.res.ExitCode != 0 {
+			t.Fatalf("the send %s: %v %+v", when, r.err, r.res)
+		}
+	}
+	sendsFree("after the clear")
+	if err := e.Daemon.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	sendsFree("after the clear and a restart")
+	if n := len(hook.got()); n != 4 {
+		t.Errorf("%d asks, want the 4 before the clear", n)
+	}
+	cl := e.Entries(audit.Filter{Agent: a, Tool: "session.labels.clear"})
+	if len(cl) != 1 || cl[0].Decision != "cleared" || cl[0].Detail["reason"] != "reviewed the page" {
+		t.Errorf("the clear's entry: %+v", cl)
+	}
+	e.Verify()
 }

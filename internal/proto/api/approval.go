@@ -33,6 +33,15 @@ type Pending struct {
 	Deadline time.Time `json:"deadline"`
 }
 
+// Labels are an agent's session labels (GET /v1/agents/AGENT/labels),
+// and what a clear took away (POST …/labels/clear, with a Reason).
+type Labels struct {
+	Agent  string           `json:"agent"`
+	Labels map[string]Label `json:"labels"`
+	Reason string           `json:"reason,omitempty"`
+	Entry  string           `json:"entry,omitempty"` // the audit id of the clear
+}
+
 // Label is where a session label came from: the call that gave it first.
 type Label struct {
 	Call   string    `json:"call"`

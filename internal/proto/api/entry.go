@@ -49,10 +49,11 @@ const (
 	VerdictReported = "reported" // Claude Code's tap: a tool ran
 	VerdictObserved = "observed" // a transcript's claim
 	VerdictSigned   = "signed"   // a checkpoint of the audit log
+	VerdictCleared  = "cleared"  // a person cleared an agent's session labels
 )
 
 // Verdicts is every decision an entry can carry.
-var Verdicts = []string{VerdictAllow, VerdictDeny, VerdictAsk, VerdictReported, VerdictObserved, VerdictSigned}
+var Verdicts = []string{VerdictAllow, VerdictDeny, VerdictAsk, VerdictReported, VerdictObserved, VerdictSigned, VerdictCleared}
 
 // Entry is one audit line. Field order is the order on disk; Prev and Hash are
 // filled by the audit writer, which owns the chain.

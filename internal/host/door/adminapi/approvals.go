@@ -8,12 +8,15 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/host/approval"
 	"github.com/toolgate/toolgate/internal/host/auth"
+	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/host/session"
 	"github.com/toolgate/toolgate/internal/host/wire"
 	"github.com/toolgate/toolgate/internal/proto/api"
 )
@@ -190,3 +193,57 @@ button{font-size:1rem;padding:.5rem 1.2rem}</style></head><body>
 <button type="submit">{{.Verb}}</button></form>{{end}}
 </body></html>`))
 })
+
+// Labels reads and clears the session labels of agents.
+type Labels interface {
+	Facts(call *gateway.Call) *gateway.SessionFacts
+	Clear(agent string) map[string]gateway.Label
+}
+
+func (s *Server) agentKnown(w http.ResponseWriter, agent string) bool {
+	if _, ok := s.Gateway.Snapshot().Agents[agent]; !ok {
+		wire.WriteError(w, http.StatusNotFound, &api.Error{Code: "not_found", Message: fmt.Sprintf("no agent %q", agent)})
+		return false
+	}
+	return true
+}
+
+func (s *Server) listLabels(w http.ResponseWriter, r *http.Request) {
+	agent := r.PathValue("agent")
+	if !s.agentKnown(w, agent) {
+		return
+	}
+	f := s.Labels.Facts(&gateway.Call{Agent: agent})
+	wire.WriteJSON(w, api.Labels{Agent: agent, Labels: f.Agent.Labels})
+}
+
+// clearLabels takes every label from an agent, on the record first: a
+// clear that could not be recorded clears nothing.
+func (s *Server) clearLabels(w http.ResponseWriter, r *http.Request) {
+	agent := r.PathValue("agent")
+	if !s.agentKnown(w, agent) {
+		return
+	}
+	var in api.Labels
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAnswer)).Decode(&in); err != nil || strings.TrimSpace(in.Reason) == "" {
+		wire.WriteError(w, http.StatusBadRequest, &api.Error{Code: "bad_request", Message: `give a reason ({"reason":"…"}): it is recorded with the clear`})
+		return
+	}
+	by := "admin"
+	if t, ok := auth.TokenFrom(r.Context()); ok {
+		by = "admin token " + t.ID
+	}
+	had := s.Labels.Facts(&gateway.Call{Agent: agent}).Agent.Labels
+	names := make([]string, 0, len(had))
+	for l := range had {
+		names = append(names, l)
+	}
+	slices.Sort(names)
+	id, err := s.Gateway.Observe(&gateway.Observation{Agent: agent, Type: gateway.KindAdmin, Tool: session.ToolClear, Via: gateway.ViaAdmin,
+		Verdict: gateway.VerdictCleared, Detail: map[string]any{"by": by, "reason": in.Reason, "cleared": names}})
+	if err != nil {
+		wire.WriteError(w, http.StatusServiceUnavailable, &api.Error{Code: "unavailable", Message: "the clear could not be recorded, so nothing was cleared: " + err.Error()})
+		return
+	}
+	wire.WriteJSON(w, api.Labels{Agent: agent, Labels: s.Labels.Clear(agent), Reason: in.Reason, Entry: id})
+}

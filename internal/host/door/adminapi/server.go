@@ -59,6 +59,8 @@ type Server struct {
 	Tasks interface {
 		Open(agent, session, spec string) (close func(), err error)
 	}
+	// Labels shows and clears agents' session labels; nil: not served.
+	Labels Labels
 }
 
 // Handler returns the routes, each behind the admin token.
@@ -76,6 +78,10 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("POST /v1/approvals/{id}", s.admin(s.answerApproval))
 		mux.HandleFunc("GET "+approval.LinkPath+"{token}", s.linkPage)
 		mux.HandleFunc("POST "+approval.LinkPath+"{token}", s.answerLink)
+	}
+	if s.Labels != nil {
+		mux.Handle("GET /v1/agents/{agent}/labels", s.admin(s.listLabels))
+		mux.Handle("POST /v1/agents/{agent}/labels/clear", s.admin(s.clearLabels))
 	}
 	if s.Audit != nil {
 		mux.Handle("GET /v1/audit/entries", s.admin(s.auditEntries))
