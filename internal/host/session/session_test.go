@@ -106,7 +106,7 @@ func TestRebuild(t *testing.T) {
 			Detail: map[string]any{"labels": []string{"untrusted", "external"}, "target": "example.com:443"}},
 		{ID: "c5", Phase: gateway.PhaseDecision, Agent: "a", Session: "s1", Type: gateway.KindCore, Tool: "read", Decision: "allow",
 			Detail: map[string]any{"labels": []string{"private"}, "target": "/workspace/later.env"}},
-	
+
 		{ID: "x1", Phase: gateway.PhaseResult, Agent: "b", Type: gateway.KindAdmin, Tool: ToolClear, Decision: gateway.VerdictCleared},
 	} {
 		e.TS = ts
