@@ -119,4 +119,3 @@ func TestTaskBudgetInSandbox(t *testing.T) {
 	}
 	e.Verify()
 }
-
