@@ -87,6 +87,7 @@ type Gateway struct {
 	state    atomic.Pointer[Snapshot]
 	refusals *refusals
 	links    links    // the agent of each recent call, for parent hints
+	standing standing // calls holding a way out open (standing.go)
 	stats    sync.Map // agent name → *AgentStats
 
 	mu       sync.Mutex // guards inflight and idle
@@ -166,8 +167,8 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 		return nil, fmt.Errorf("%w: %v", ErrAuditUnavailable, err)
 	}
 	recorded := time.Now()
-	if dec.Allow && g.opts.Sessions != nil {
-		g.opts.Sessions.Give(call, dec)
+	if dec.Allow && g.opts.Sessions != nil && g.opts.Sessions.Give(call, dec) {
+		g.recheck(call, dec.Labels)
 	}
 	stats := g.Stats(call.Agent)
 	stats.Calls.Add(1)
@@ -188,7 +189,9 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 		env.Sandbox, err = g.opts.Sandboxes.Sandbox(ctx, call.Agent)
 	}
 	if err == nil {
-		res, err = tool.Run(ctx, call, env)
+		runCtx, release := g.hold(ctx, snap, call, tool)
+		res, err = tool.Run(runCtx, call, env)
+		release()
 	}
 
 	result := g.entry(call, tool, dec)

@@ -22,7 +22,8 @@ import (
 // (force then charges the call they approved).
 type Sessions interface {
 	Facts(call *Call) *SessionFacts
-	Give(call *Call, dec Decision)
+	// Give reports whether the call's agent got a label it did not have.
+	Give(call *Call, dec Decision) (changed bool)
 	Charge(call *Call, force bool) (settle func(), over *Decision)
 	Raise(call *Call, caps string) error
 }

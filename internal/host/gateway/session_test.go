@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // labelDecider gives "private" to every call and denies {"forbidden"}.
@@ -28,10 +30,11 @@ type recSessions struct {
 func (s *recSessions) Facts(call *Call) *SessionFacts         { return &SessionFacts{ID: call.Session} }
 func (s *recSessions) Charge(*Call, bool) (func(), *Decision) { return nil, nil }
 func (s *recSessions) Raise(*Call, string) error              { return nil }
-func (s *recSessions) Give(call *Call, dec Decision) {
+func (s *recSessions) Give(call *Call, dec Decision) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.given = append(s.given, call.ID)
+	return false
 }
 
 // TestSessionLabels: policy decides with the session's facts; an allowed
@@ -69,5 +72,108 @@ func TestSessionLabels(t *testing.T) {
 				t.Errorf("the denied call's entry records labels: %+v", e.Detail)
 			}
 		}
+	}
+}
+
+// tunnelTool holds its call open until its context ends (an egress tunnel).
+type tunnelTool struct{ started chan struct{} }
+
+func (tunnelTool) Name() string                          { return "tunnel" }
+func (tunnelTool) Kind() Kind                            { return KindEgress }
+func (tunnelTool) HoldsOpen() bool                       { return true }
+func (tunnelTool) Prepare(call *Call, _ AgentInfo) error { return nil }
+func (t tunnelTool) Run(ctx context.Context, call *Call, _ *RunEnv) (*Result, error) {
+	t.started <- struct{}{}
+	<-ctx.Done()
+	return &Result{Error: context.Cause(ctx).Error()}, nil
+}
+
+// labelSet is Sessions at its smallest: the labels each agent was given.
+type labelSet struct {
+	mu     sync.Mutex
+	labels map[string]map[string]Label
+}
+
+func (s *labelSet) Facts(call *Call) *SessionFacts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &SessionFacts{Agent: ScopeFacts{Labels: s.labels[call.Agent]}}
+}
+func (s *labelSet) Give(call *Call, dec Decision) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := map[string]Label{}
+	for k, v := range s.labels[call.Agent] {
+		m[k] = v
+	}
+	changed := false
+	for _, l := range dec.Labels {
+		if _, ok := m[l]; !ok {
+			m[l], changed = Label{Call: call.ID}, true
+		}
+	}
+	s.labels[call.Agent] = m
+	return changed
+}
+func (s *labelSet) Charge(*Call, bool) (func(), *Decision) { return nil, nil }
+func (s *labelSet) Raise(*Call, string) error              { return nil }
+
+// exfilPolicy: a read gives private; a tunnel is allowed until the
+// agent's sessions hold private.
+type exfilPolicy struct{}
+
+func (exfilPolicy) Decide(call *Call) Decision {
+	if call.Tool == "echo" {
+		return Decision{Allow: true, Rule: "default", Labels: []string{"private"}}
+	}
+	if f := call.SessionFacts; f != nil {
+		if _, ok := f.Agent.Labels["private"]; ok {
+			return Decision{Ask: true, Rule: "trifecta", Reason: "private data may not leave"}
+		}
+	}
+	return Decision{Allow: true, Rule: "default", Labels: []string{"external"}}
+}
+
+// TestStandingCallRevoked: a tunnel opened before the agent read private
+// data is decided again when the read gives the label, and ended before
+// the read runs; its result records why. Another agent's tunnel stays.
+func TestStandingCallRevoked(t *testing.T) {
+	sink := &memSink{}
+	tool := tunnelTool{started: make(chan struct{}, 2)}
+	g := New(Options{Audit: sink, Sessions: &labelSet{labels: map[string]map[string]Label{}}}, &Snapshot{
+		Agents: map[string]AgentInfo{"a": {Name: "a"}, "b": {Name: "b"}}, Tools: map[string]Tool{"echo": &fakeTool{}, "tunnel": tool},
+		Decider: exfilPolicy{}})
+	ended := make(chan error, 2)
+	for _, agent := range []string{"a", "b"} {
+		go func() {
+			_, err := g.Handle(t.Context(), &Call{Agent: agent, Tool: "tunnel", Args: []byte(`{}`)}, nil)
+			ended <- err
+		}()
+		<-tool.started
+	}
+	if _, err := g.Handle(t.Context(), &Call{Agent: "a", Tool: "echo", Args: []byte(`{}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tunnel stayed open after the read gave private")
+	}
+	var revoked *Entry
+	for _, e := range sink.entries {
+		if e.Phase == PhaseResult && e.Agent == "a" && e.Tool == "tunnel" {
+			revoked = e
+		}
+	}
+	if revoked == nil || !strings.Contains(revoked.Error, "gave the session private, and policy no longer allows this call (ask by trifecta") {
+		t.Fatalf("the tunnel's result: %+v", revoked)
+	}
+	select {
+	case err := <-ended:
+		t.Fatalf("agent b's tunnel ended too: %v", err)
+	default:
 	}
 }

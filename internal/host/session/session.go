@@ -81,12 +81,13 @@ func (t *Tracker) Facts(call *gateway.Call) *gateway.SessionFacts {
 
 // Give implements gateway.Sessions: the call's labels (dec.Labels) go to
 // its session and its agent, unless they have them already.
-func (t *Tracker) Give(call *gateway.Call, dec gateway.Decision) {
+func (t *Tracker) Give(call *gateway.Call, dec gateway.Decision) bool {
 	giver := gateway.Label{Call: call.ID, At: time.Now().UTC(), Tool: call.Tool, Kind: call.Kind, Target: call.Target()}
-	t.give(call.Agent, call.Session, dec.Labels, giver, true)
+	return t.give(call.Agent, call.Session, dec.Labels, giver, true)
 }
 
-func (t *Tracker) give(agent, session string, labels []string, giver gateway.Label, count bool) {
+// give reports whether the agent's scope got a label it did not have.
+func (t *Tracker) give(agent, session string, labels []string, giver gateway.Label, count bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	a := t.agentLocked(agent)
@@ -95,11 +96,11 @@ func (t *Tracker) give(agent, session string, labels []string, giver gateway.Lab
 		s.calls++
 		a.all.calls++
 	}
-	s.add(labels, giver)
-	a.all.add(labels, giver)
+	fresh := s.add(labels, giver)
+	return a.all.add(labels, giver) || fresh
 }
 
-func (s *scope) add(labels []string, giver gateway.Label) {
+func (s *scope) add(labels []string, giver gateway.Label) bool {
 	var next map[string]gateway.Label
 	for _, l := range labels {
 		if _, ok := s.labels[l]; ok {
@@ -116,6 +117,7 @@ func (s *scope) add(labels []string, giver gateway.Label) {
 	if next != nil {
 		s.labels = next
 	}
+	return next != nil
 }
 
 func (t *Tracker) agentLocked(agent string) *agentState {

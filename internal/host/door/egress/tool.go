@@ -56,6 +56,10 @@ func NewTool(agents map[string]AgentConfig, o Options) *Tool {
 func (t *Tool) Name() string       { return ToolName }
 func (t *Tool) Kind() gateway.Kind { return gateway.KindEgress }
 
+// HoldsOpen implements gateway.Standing: a tunnel is a way out while it
+// lasts, decided again when the agent's session labels change.
+func (t *Tool) HoldsOpen() bool { return true }
+
 // MaxConnections is the agent's tunnel limit; false when it has no egress.
 func (t *Tool) MaxConnections(agent string) (int, bool) {
 	a, ok := t.agents[agent]

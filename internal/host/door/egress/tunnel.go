@@ -43,7 +43,7 @@ func Tunnel(ctx context.Context, client, upstream net.Conn, l Limits) (Stats, er
 	t := &tunnel{limits: l, client: client, upstream: upstream}
 	t.last.Store(time.Now().UnixNano())
 
-	stop := context.AfterFunc(ctx, func() { t.fail(ctx.Err()) })
+	stop := context.AfterFunc(ctx, func() { t.fail(context.Cause(ctx)) }) // why it was ended, for the record
 	defer stop()
 
 	var wg sync.WaitGroup
