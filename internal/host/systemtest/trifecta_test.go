@@ -299,7 +299,7 @@ func TestTrifecta(t *testing.T) {
 	if len(cl) != 1 || cl[0].Decision != "cleared" || cl[0].Detail["reason"] != "reviewed the page" {
 		t.Errorf("the clear's entry: %+v", cl)
 	}
-	
+
 	// A tunnel opened before the read is decided again when the read gives
 	// private, and cut before the file is read: the agent cannot open the
 	// way out first and write into it later.
