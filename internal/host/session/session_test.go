@@ -209,3 +209,25 @@ func BenchmarkRebuild1M(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkCallPath is what the tracker adds to every call the gateway
+// handles (Facts, Charge and its settle, Give), with one task open and a
+// hundred sessions known, beside the policy decision it feeds
+// (BenchmarkDecideSession in internal/host/policy: ~14 µs).
+func BenchmarkCallPath(b *testing.B) {
+	tr := New()
+	end, _ := tr.Open("a", "task", "calls=1000000000")
+	defer end()
+	for i := range 100 {
+		tr.Give(&gateway.Call{ID: fmt.Sprint(i), Agent: "a", Session: fmt.Sprint("s", i)}, gateway.Decision{Allow: true, Labels: []string{"private"}})
+	}
+	call := &gateway.Call{ID: "c", Agent: "a", Session: "task", Tool: "exec"}
+	dec := gateway.Decision{Allow: true, Labels: []string{"private"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		call.SessionFacts = tr.Facts(call)
+		settle, _ := tr.Charge(call, false)
+		tr.Give(call, dec)
+		settle()
+	}
+}
