@@ -149,8 +149,9 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 	if err != nil {
 		return nil, err
 	}
+	ran := false
 	if settle != nil {
-		defer settle() // after the call ran; at once for a call denied below
+		defer func() { settle(ran) }() // after the call ran; at once for one refused below
 	}
 	if dec.Allow && g.opts.Limiter != nil {
 		done, over := g.opts.Limiter.Admit(call)
@@ -192,6 +193,7 @@ func (g *Gateway) Handle(ctx context.Context, call *Call, io *Streams) (*Result,
 		runCtx, release := g.hold(ctx, snap, call, tool)
 		res, err = tool.Run(runCtx, call, env)
 		release()
+		ran = true
 	}
 
 	result := g.entry(call, tool, dec)
@@ -279,7 +281,7 @@ func (g *Gateway) ask(ctx context.Context, snap *Snapshot, call *Call, tool Tool
 // charge counts an allowed call against its task's budget. At a cap it
 // asks a person (recorded like any ask), who may raise the cap; a call
 // they approve is charged past it.
-func (g *Gateway) charge(ctx context.Context, snap *Snapshot, call *Call, tool Tool, dec Decision, io *Streams) (func(), Decision, *Streams, error) {
+func (g *Gateway) charge(ctx context.Context, snap *Snapshot, call *Call, tool Tool, dec Decision, io *Streams) (func(bool), Decision, *Streams, error) {
 	if !dec.Allow || g.opts.Sessions == nil {
 		return nil, dec, io, nil
 	}

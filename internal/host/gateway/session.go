@@ -17,14 +17,15 @@ import (
 //
 // Sessions also hold the budgets of tasks: Charge counts an allowed call
 // against its task's caps before its decision is recorded and returns
-// settle, to call once the call has run; at a cap it returns an ask (rule
+// settle, to call once the call has run (ran false: it never did — a rate
+// limit or the audit refused it — and counts nothing); at a cap it returns an ask (rule
 // session.budget.*) instead, and a person answering it may Raise the caps
 // (force then charges the call they approved).
 type Sessions interface {
 	Facts(call *Call) *SessionFacts
 	// Give reports whether the call's agent got a label it did not have.
 	Give(call *Call, dec Decision) (changed bool)
-	Charge(call *Call, force bool) (settle func(), over *Decision)
+	Charge(call *Call, force bool) (settle func(ran bool), over *Decision)
 	Raise(call *Call, caps string) error
 }
 

@@ -27,9 +27,9 @@ type recSessions struct {
 	given []string // call ids
 }
 
-func (s *recSessions) Facts(call *Call) *SessionFacts         { return &SessionFacts{ID: call.Session} }
-func (s *recSessions) Charge(*Call, bool) (func(), *Decision) { return nil, nil }
-func (s *recSessions) Raise(*Call, string) error              { return nil }
+func (s *recSessions) Facts(call *Call) *SessionFacts             { return &SessionFacts{ID: call.Session} }
+func (s *recSessions) Charge(*Call, bool) (func(bool), *Decision) { return nil, nil }
+func (s *recSessions) Raise(*Call, string) error                  { return nil }
 func (s *recSessions) Give(call *Call, dec Decision) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -115,8 +115,8 @@ func (s *labelSet) Give(call *Call, dec Decision) bool {
 	s.labels[call.Agent] = m
 	return changed
 }
-func (s *labelSet) Charge(*Call, bool) (func(), *Decision) { return nil, nil }
-func (s *labelSet) Raise(*Call, string) error              { return nil }
+func (s *labelSet) Charge(*Call, bool) (func(bool), *Decision) { return nil, nil }
+func (s *labelSet) Raise(*Call, string) error                  { return nil }
 
 // exfilPolicy: a read gives private; a tunnel is allowed until the
 // agent's sessions hold private.

@@ -101,7 +101,7 @@ func (t *Tracker) chargedLocked(call *gateway.Call) []*budget {
 // them is at a cap, when the call asks a person (force: they approved it).
 // A budget admits a call while it has room left, so calls running at
 // once overshoot a cap by at most what each of them holds.
-func (t *Tracker) Charge(call *gateway.Call, force bool) (func(), *gateway.Decision) {
+func (t *Tracker) Charge(call *gateway.Call, force bool) (func(ran bool), *gateway.Decision) {
 	var res gateway.ModelUse
 	if call.Model != nil {
 		res = call.Model.Reserve
@@ -121,12 +121,12 @@ func (t *Tracker) Charge(call *gateway.Call, force bool) (func(), *gateway.Decis
 		b.held += res.Cost
 		b.heldT += res.Tokens
 	}
-	return func() { t.settle(call, bs, res) }, nil
+	return func(ran bool) { t.settle(call, bs, res, ran) }, nil
 }
 
 // settle releases what a call held and charges what it used, to its
 // budgets and to its session's and agent's facts (session.cost).
-func (t *Tracker) settle(call *gateway.Call, bs []*budget, res gateway.ModelUse) {
+func (t *Tracker) settle(call *gateway.Call, bs []*budget, res gateway.ModelUse, ran bool) {
 	var used gateway.ModelUse
 	if call.Model != nil && call.Model.Used != nil {
 		used = *call.Model.Used
@@ -136,6 +136,9 @@ func (t *Tracker) settle(call *gateway.Call, bs []*budget, res gateway.ModelUse)
 	for _, b := range bs {
 		b.held -= res.Cost
 		b.heldT -= res.Tokens
+		if !ran {
+			b.calls--
+		}
 		b.cost += used.Cost
 		b.tokens += used.Tokens
 	}

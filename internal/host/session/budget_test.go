@@ -24,7 +24,7 @@ func TestBudgetCaps(t *testing.T) {
 	charge := func(c *gateway.Call) *gateway.Decision {
 		settle, over := tr.Charge(c, false)
 		if over == nil {
-			settle()
+			settle(true)
 		}
 		return over
 	}
@@ -90,8 +90,8 @@ func TestBudgetCostSettles(t *testing.T) {
 		t.Fatalf("with $1.20 held of $1: %+v", over)
 	}
 	c.Model.Used = &gateway.ModelUse{Tokens: 100, Cost: 0.1}
-	settle()
-	settle2() // used nothing (the request failed): its hold is released
+	settle(true)
+	settle2(true) // used nothing (the request failed): its hold is released
 	if _, over := tr.Charge(&gateway.Call{Agent: "a", Session: "t"}, false); over != nil {
 		t.Fatalf("after settling: %+v", over)
 	}
@@ -114,5 +114,27 @@ func TestParseBudget(t *testing.T) {
 	}
 	if _, err := New().Open("a", "s", "cost=x"); err == nil {
 		t.Error("Open took a bad budget")
+	}
+}
+
+// TestUnranCallCountsNothing: a call charged and then refused before it ran
+// (a rate limit, the audit) leaves the task's count as it was.
+func TestUnranCallCountsNothing(t *testing.T) {
+	t.Parallel()
+	tr := New()
+	end, _ := tr.Open("a", "t", "calls=1")
+	defer end()
+	c := &gateway.Call{Agent: "a", Session: "t"}
+	settle, over := tr.Charge(c, false)
+	if over != nil {
+		t.Fatal(over)
+	}
+	settle(false)
+	if settle, over = tr.Charge(c, false); over != nil {
+		t.Fatalf("a call that never ran was counted: %+v", over)
+	}
+	settle(true)
+	if _, over = tr.Charge(c, false); over == nil {
+		t.Fatal("the call that ran was not counted")
 	}
 }

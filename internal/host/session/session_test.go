@@ -228,6 +228,6 @@ func BenchmarkCallPath(b *testing.B) {
 		call.SessionFacts = tr.Facts(call)
 		settle, _ := tr.Charge(call, false)
 		tr.Give(call, dec)
-		settle()
+		settle(true)
 	}
 }
