@@ -30,6 +30,12 @@ print_goals() {
 
 if [ "${1:-}" != goals ]; then
   bench -bench Decide20Rules -benchtime 20000x -benchmem ./internal/host/policy
+  # Issue 28: a decision with session facts beside the same call without; the labels of a
+  # 1M-entry log beside decoding it whole; what the tracker adds per call; an ask answered by link.
+  bench -bench DecideSession -benchtime 20000x -benchmem ./internal/host/policy
+  bench -bench Rebuild1M -benchtime 3x ./internal/host/session
+  bench -bench CallPath -benchtime 200000x -benchmem ./internal/host/session
+  bench -bench ApprovalRoundTrip -benchtime 500x ./internal/host/door/adminapi
   bench -bench 'AppendSingle|AppendParallel64' -benchtime 2000x ./internal/host/audit
   bench -bench GatewayOverhead -benchtime 2000x ./internal/host/systemtest
   bench -bench 'ExecTrue|ReadWrite1MiB' -benchtime 200x ./internal/host/systemtest ./internal/host/sandbox/docker
