@@ -357,8 +357,9 @@ func (s *Store) Link(token string) (Claims, Pending, error) {
 }
 
 // AnswerLink answers the call a valid link names, the way it names, once:
-// by is who presented it (a token's id, else the link's notifier).
-func (s *Store) AnswerLink(token, by string) (Claims, error) {
+// by says who presented it, given the link's claims (a token's id, else
+// the notifier the link was sent to).
+func (s *Store) AnswerLink(token string, by func(Claims) string) (Claims, error) {
 	c, err := s.links.Verify(token)
 	if err != nil {
 		return c, err
@@ -370,7 +371,7 @@ func (s *Store) AnswerLink(token, by string) (Claims, error) {
 		return c, err
 	}
 	delete(s.pending, c.Call)
-	w.answer <- Answer{Approve: c.Approve, By: by}
+	w.answer <- Answer{Approve: c.Approve, By: by(c)}
 	return c, nil
 }
 

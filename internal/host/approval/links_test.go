@@ -169,14 +169,14 @@ func TestNotifyAndAnswerByLink(t *testing.T) {
 	if _, p, err := s.Link(token(n.Links.Deny)); err != nil || p.ID != "n1" {
 		t.Fatalf("looking at the deny link: %v", err)
 	}
-	if c, err := s.AnswerLink(token(n.Links.Approve), "link sent to hook"); err != nil || !c.Approve {
+	if c, err := s.AnswerLink(token(n.Links.Approve), func(c Claims) string { return "link sent to " + c.Notifier }); err != nil || !c.Approve {
 		t.Fatalf("answering: %+v %v", c, err)
 	}
 	if a := <-out; !a.Allow || a.Outcome != "approved" || a.By != "link sent to hook" {
 		t.Fatalf("approval %+v", a)
 	}
 	for _, l := range []string{n.Links.Approve, n.Links.Deny} {
-		if _, err := s.AnswerLink(token(l), "again"); !errors.Is(err, ErrLinkUsed) {
+		if _, err := s.AnswerLink(token(l), func(Claims) string { return "again" }); !errors.Is(err, ErrLinkUsed) {
 			t.Errorf("a spent link: %v", err)
 		}
 	}

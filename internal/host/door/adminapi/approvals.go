@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -48,15 +49,12 @@ func (s *Server) answerApproval(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusBadRequest, &api.Error{Code: "bad_request", Message: "answer: " + err.Error()})
 		return
 	}
-	a := approval.Answer{Approve: in.Approve, Reason: in.Reason, SameArgs: in.SameArgs, Raise: in.Raise, By: "admin"}
+	a := approval.Answer{Approve: in.Approve, Reason: in.Reason, SameArgs: in.SameArgs, Raise: in.Raise, By: adminOf(r)}
 	if in.For != "" {
 		if a.For, err = time.ParseDuration(in.For); err != nil {
 			wire.WriteError(w, http.StatusBadRequest, &api.Error{Code: "bad_request", Message: fmt.Sprintf("for: %q is not a duration (e.g. 1h)", in.For)})
 			return
 		}
-	}
-	if t, ok := auth.TokenFrom(r.Context()); ok {
-		a.By = "admin token " + t.ID
 	}
 	switch err := s.Approvals.Answer(r.PathValue("id"), a); {
 	case errors.Is(err, approval.ErrNotFound):
@@ -66,6 +64,14 @@ func (s *Server) answerApproval(w http.ResponseWriter, r *http.Request) {
 	default:
 		wire.WriteJSON(w, map[string]string{"status": "answered"})
 	}
+}
+
+// adminOf names the admin behind a request, as answers record them.
+func adminOf(r *http.Request) string {
+	if t, ok := auth.TokenFrom(r.Context()); ok {
+		return "admin token " + t.ID
+	}
+	return "admin"
 }
 
 // The answer links (approval.Links): no admin token needed, the link is
@@ -106,20 +112,17 @@ func (s *Server) answerLink(w http.ResponseWriter, r *http.Request) {
 		s.refuseLink(w, r, errors.New("this gateway answers links only with an admin token (gateway.approvals.requireToken)"))
 		return
 	}
-	c, _, err := s.Approvals.Link(r.PathValue("token"))
-	if err != nil {
-		s.refuseLink(w, r, err)
-		return
-	}
 	from := "admin.sock"
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		from = ap.Addr().String()
 	}
-	by := fmt.Sprintf("link sent to %s, presented from %s", c.Notifier, from)
-	if tok != nil {
-		by = fmt.Sprintf("admin token %s (link sent to %s)", tok.ID, c.Notifier)
-	}
-	if c, err = s.Approvals.AnswerLink(r.PathValue("token"), by); err != nil {
+	c, err := s.Approvals.AnswerLink(r.PathValue("token"), func(c approval.Claims) string {
+		if tok != nil {
+			return fmt.Sprintf("admin token %s (link sent to %s)", tok.ID, c.Notifier)
+		}
+		return fmt.Sprintf("link sent to %s, presented from %s", c.Notifier, from)
+	})
+	if err != nil {
 		s.refuseLink(w, r, err)
 		return
 	}
@@ -229,18 +232,9 @@ func (s *Server) clearLabels(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusBadRequest, &api.Error{Code: "bad_request", Message: `give a reason ({"reason":"…"}): it is recorded with the clear`})
 		return
 	}
-	by := "admin"
-	if t, ok := auth.TokenFrom(r.Context()); ok {
-		by = "admin token " + t.ID
-	}
-	had := s.Labels.Facts(&gateway.Call{Agent: agent}).Agent.Labels
-	names := make([]string, 0, len(had))
-	for l := range had {
-		names = append(names, l)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(s.Labels.Facts(&gateway.Call{Agent: agent}).Agent.Labels))
 	id, err := s.Gateway.Observe(&gateway.Observation{Agent: agent, Type: gateway.KindAdmin, Tool: session.ToolClear, Via: gateway.ViaAdmin,
-		Verdict: gateway.VerdictCleared, Detail: map[string]any{"by": by, "reason": in.Reason, "cleared": names}})
+		Verdict: gateway.VerdictCleared, Detail: map[string]any{"by": adminOf(r), "reason": in.Reason, "cleared": names}})
 	if err != nil {
 		wire.WriteError(w, http.StatusServiceUnavailable, &api.Error{Code: "unavailable", Message: "the clear could not be recorded, so nothing was cleared: " + err.Error()})
 		return
