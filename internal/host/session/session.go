@@ -192,27 +192,26 @@ func (t *Tracker) Rebuild(dir string) error {
 			t.Clear(e.Agent)
 			return nil
 		}
-		if e.Phase != gateway.PhaseDecision || e.Decision != gateway.VerdictAllow {
-			return nil
+		if labels, target := Given(e); len(labels) > 0 {
+			t.give(e.Agent, e.Session, labels, gateway.Label{Call: e.ID, At: e.TS, Tool: e.Tool, Kind: e.Type, Target: target}, false)
 		}
-		labels := recordedLabels(e.Detail["labels"])
-		if len(labels) == 0 {
-			return nil
-		}
-		target, _ := e.Detail["target"].(string)
-		giver := gateway.Label{Call: e.ID, At: e.TS, Tool: e.Tool, Kind: e.Type, Target: target}
-		t.give(e.Agent, e.Session, labels, giver, false)
 		return nil
 	})
 }
 
-func recordedLabels(v any) []string {
-	list, _ := v.([]any)
-	out := make([]string, 0, len(list))
+// Given is what an entry says its call gave its session: the labels of an
+// allowed decision entry (detail.labels) and the target they came from
+// (detail.target); nothing for any other entry.
+func Given(e *gateway.Entry) (labels []string, target string) {
+	if e.Phase != gateway.PhaseDecision || e.Decision != gateway.VerdictAllow {
+		return nil, ""
+	}
+	list, _ := e.Detail["labels"].([]any)
 	for _, l := range list {
 		if s, ok := l.(string); ok && s != "" {
-			out = append(out, s)
+			labels = append(labels, s)
 		}
 	}
-	return out
+	target, _ = e.Detail["target"].(string)
+	return labels, target
 }

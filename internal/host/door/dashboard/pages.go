@@ -15,6 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/auth"
 	"github.com/toolgate/toolgate/internal/host/calltree"
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/host/session"
 	"github.com/toolgate/toolgate/internal/lib/textsafe"
 	"github.com/toolgate/toolgate/internal/proto/api"
 )
@@ -93,23 +94,18 @@ func rowOf(h auditindex.Hit) row {
 	if e.DurationMs != nil {
 		r.Ms = *e.DurationMs
 	}
-	r.Labels = givenLabels(e)
+	r.Labels, _ = givenLabels(e)
 	return r
 }
 
-// givenLabels are the labels an allowed decision entry gave its session.
-func givenLabels(e *gateway.Entry) []string {
-	if e.Phase != gateway.PhaseDecision || e.Decision != gateway.VerdictAllow {
-		return nil
+// givenLabels are the labels an entry's call gave its session
+// (session.Given), rendered safe, and where they came from.
+func givenLabels(e *gateway.Entry) ([]string, string) {
+	labels, target := session.Given(e)
+	for i, l := range labels {
+		labels[i] = textsafe.Line(l)
 	}
-	list, _ := e.Detail["labels"].([]any)
-	var out []string
-	for _, l := range list {
-		if s, ok := l.(string); ok {
-			out = append(out, textsafe.Line(s))
-		}
-	}
-	return out
+	return labels, textsafe.Line(target)
 }
 
 // labelRow is where a session's label came from: its first giver.
@@ -122,13 +118,13 @@ func sessionLabels(hits []auditindex.Hit) []labelRow {
 	var out []labelRow
 	seen := map[string]bool{}
 	for _, h := range hits {
-		for _, l := range givenLabels(h.Entry) {
+		labels, target := givenLabels(h.Entry)
+		for _, l := range labels {
 			if seen[l] {
 				continue
 			}
 			seen[l] = true
-			target, _ := h.Entry.Detail["target"].(string)
-			out = append(out, labelRow{Label: l, ID: h.Entry.ID, Tool: textsafe.Line(h.Entry.Tool), Target: textsafe.Line(target),
+			out = append(out, labelRow{Label: l, ID: h.Entry.ID, Tool: textsafe.Line(h.Entry.Tool), Target: target,
 				TS: h.Entry.TS.UTC().Format(time.TimeOnly)})
 		}
 	}
