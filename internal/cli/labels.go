@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"text/tabwriter"
@@ -73,14 +74,9 @@ func printLabels(l *api.Labels, asJSON bool) error {
 		fmt.Fprintf(os.Stdout, "agent %s has no session labels\n", textsafe.Line(l.Agent))
 		return nil
 	}
-	names := make([]string, 0, len(l.Labels))
-	for n := range l.Labels {
-		names = append(names, n)
-	}
-	slices.Sort(names)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "LABEL\tGIVEN BY\tTOOL\tTARGET\tAT")
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(l.Labels)) {
 		g := l.Labels[n]
 		fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s\t%s\n", textsafe.Line(n), textsafe.Line(g.Call), g.Kind, textsafe.Line(g.Tool),
 			textsafe.Line(g.Target), g.At.Local().Format(time.DateTime))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -210,14 +211,9 @@ func labelLines(p Pending) string {
 	if len(labels) == 0 {
 		return ""
 	}
-	names := make([]string, 0, len(labels))
-	for l := range labels {
-		names = append(names, l)
-	}
-	slices.Sort(names)
 	var b strings.Builder
 	b.WriteString("Labels of " + whose + ":")
-	for _, l := range names {
+	for _, l := range slices.Sorted(maps.Keys(labels)) {
 		g := labels[l]
 		fmt.Fprintf(&b, " *%s* ← %s %s (call %s, %s);", mdEscape(l), mdEscape(g.Tool), mdEscape(g.Target), mdEscape(g.Call),
 			g.At.UTC().Format(time.TimeOnly))

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -47,12 +48,7 @@ func (ap *agentPolicy) checkLabels(c *compiler, x *compiled, line int, field str
 		if ap.given[l] {
 			continue
 		}
-		given := make([]string, 0, len(ap.given))
-		for g := range ap.given {
-			given = append(given, g)
-		}
-		slices.Sort(given)
-		list := strings.Join(given, ", ")
+		list := strings.Join(slices.Sorted(maps.Keys(ap.given)), ", ")
 		if list == "" {
 			list = "none"
 		}

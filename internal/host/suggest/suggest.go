@@ -11,6 +11,7 @@ package suggest
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -325,14 +326,8 @@ func under(dirs map[string]bool) string {
 	return fmt.Sprintf("path.matches(%s)", quote("^("+strings.Join(alts, "|")+")/[^/]+$"))
 }
 
-func sorted[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+// sorted is the keys of m in order.
+func sorted[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // quote is a CEL string literal.
 func quote(s string) string { return strconv.Quote(s) }
