@@ -403,7 +403,7 @@ func (g *Gateway) decide(ctx context.Context, snap *Snapshot, call *Call) (Tool,
 	// make the tool reach out (start an upstream server) at all.
 	if a, ok := tool.(Admitter); ok && (dec.Allow || dec.Ask) {
 		if r := a.Admit(ctx, call); r != nil {
-			return tool, Decision{Rule: r.Rule, Reason: r.Reason, Shadow: dec.Shadow, Labels: dec.Labels}
+			return tool, Decision{Rule: r.Rule, Reason: r.Reason, Shadow: dec.Shadow}
 		}
 	}
 	return tool, dec

@@ -169,7 +169,7 @@ func (b *budget) over(now time.Time) *gateway.Decision {
 	default:
 		return nil
 	}
-	key, _, _ := strings.Cut(strings.TrimPrefix(rule, "session.budget."), ".")
+	key := strings.TrimPrefix(rule, "session.budget.")
 	return &gateway.Decision{Ask: true, Rule: rule, Reason: fmt.Sprintf(
 		"the task (session %s) has %s; a person may raise it (toolgate approvals approve ID --raise %s=…)", orUnnamed(b.session), what, key)}
 }
