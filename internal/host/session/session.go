@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/audit"
 	"github.com/toolgate/toolgate/internal/host/config"
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/proto/api"
 )
 
 // MaxSessions bounds the sessions kept per agent. Session hints come from
@@ -82,7 +83,12 @@ func (t *Tracker) Facts(call *gateway.Call) *gateway.SessionFacts {
 // Give implements gateway.Sessions: the call's labels (dec.Labels) go to
 // its session and its agent, unless they have them already.
 func (t *Tracker) Give(call *gateway.Call, dec gateway.Decision) bool {
-	giver := gateway.Label{Call: call.ID, At: time.Now().UTC(), Tool: call.Tool, Kind: call.Kind, Target: call.Target()}
+	// When the call was made, from its id: a replayed call's is its own.
+	at, ok := api.IDTime(call.ID)
+	if !ok {
+		at = time.Now()
+	}
+	giver := gateway.Label{Call: call.ID, At: at.UTC(), Tool: call.Tool, Kind: call.Kind, Target: call.Target()}
 	return t.give(call.Agent, call.Session, dec.Labels, giver, true)
 }
 

@@ -231,3 +231,16 @@ func BenchmarkCallPath(b *testing.B) {
 		settle(true)
 	}
 }
+
+// TestGiverTimeFromID: a label's giver is dated by its call's id, so a
+// replayed call's label carries the time the call was made, not the replay's.
+func TestGiverTimeFromID(t *testing.T) {
+	t.Parallel()
+	made := time.Date(2026, 11, 30, 9, 15, 0, 0, time.UTC)
+	id := fmt.Sprintf("%016x%016x", made.UnixNano(), 42)
+	tr := New()
+	tr.Give(&gateway.Call{ID: id, Agent: "a", Tool: "read"}, gateway.Decision{Allow: true, Labels: []string{"private"}})
+	if g := tr.Facts(&gateway.Call{Agent: "a"}).Agent.Labels["private"]; !g.At.Equal(made) {
+		t.Errorf("the giver is dated %v, want %v", g.At, made)
+	}
+}

@@ -86,3 +86,12 @@ func NewID() string {
 	_, _ = rand.Read(b[8:])
 	return hex.EncodeToString(b[:])
 }
+
+// IDTime is when NewID made id; false for an id it did not make.
+func IDTime(id string) (time.Time, bool) {
+	b, err := hex.DecodeString(id)
+	if err != nil || len(b) != 16 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(b[:8]))), true
+}
