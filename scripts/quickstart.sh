@@ -3,7 +3,9 @@
 # builds the sandbox image (busybox compiled against musl, once), runs the gateway with the demo agent,
 # makes a few calls (one denied by a rule) and shows the audit tail.
 # TOOLGATE_HOME defaults to ./.demo-home so it never touches ~/.toolgate.
-# Pass --keep to leave the gateway running afterwards.
+# It ends with nothing running: the gateway stops and, as it was started
+# with --rm, removes the demo's sandbox (the workspace stays in the home).
+# Pass --keep to leave the gateway and the sandbox running afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -27,9 +29,24 @@ for p in anthropic openai; do
 done
 step toolgate config check;    $tg config check
 step toolgate sandbox image;   $tg sandbox image
-step toolgate serve;           $tg serve >"$TOOLGATE_HOME/serve.log" 2>&1 &
+keep=false; [ "${1:-}" = --keep ] && keep=true
+rmflag=--rm; $keep && rmflag=
+step toolgate serve $rmflag;   $tg serve $rmflag >"$TOOLGATE_HOME/serve.log" 2>&1 &
 serve=$!
-trap '[ "${1:-}" = --keep ] || kill $serve 2>/dev/null' EXIT
+# At the end, stop the gateway and wait for it: with --rm it removes the
+# sandbox once the calls in flight have ended, on the audit record.
+finish() {
+  if $keep; then
+    printf '\nleft running: the gateway (pid %s, log %s) and its sandboxes:\n' "$serve" "$TOOLGATE_HOME/serve.log"
+    $tg sandbox ls || true
+    echo "stop them with: kill $serve; TOOLGATE_HOME=$TOOLGATE_HOME $tg sandbox rm demo"
+    return
+  fi
+  kill $serve 2>/dev/null && wait $serve 2>/dev/null || true
+  printf '\n\033[1m$ toolgate sandbox ls   # the gateway stopped and removed its sandbox: nothing is left running\033[0m\n'
+  $tg sandbox ls || true
+}
+trap finish EXIT
 # The admin API answers at once; the sandbox shows `starting` until it is up.
 for _ in $(seq 1 150); do $tg agents 2>/dev/null | grep -qw running && break; sleep 0.2; done
 $tg agents

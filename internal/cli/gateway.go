@@ -31,7 +31,7 @@ var gatewayCommands = []gatewayCommand{
 	{"serve", "Run the gateway: create or re-attach one sandbox per agent and serve the admin API"},
 	{"config", "Inspect the configuration"},
 	{"policy", "Test policy decisions"},
-	{"sandbox", "Manage sandbox images"},
+	{"sandbox", "Manage sandboxes and their images: ls, stop, rm, prune, image"},
 	{"tools", "Review and approve the tool definitions of upstream MCP servers"},
 	{"usage", "Model calls, tokens in/out and cost by model, from the audit log"},
 	{"agent", "Run toolgate's own agent loop on a task: a model and the agent's gated tools"},

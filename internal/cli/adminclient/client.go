@@ -376,3 +376,23 @@ func readError(resp *response) error {
 	}
 	return fmt.Errorf("daemon answered %s: %s", resp.statusText(), bytes.TrimSpace(b))
 }
+
+// Sandboxes lists every toolgate sandbox the gateway's backend holds.
+func (c *Client) Sandboxes(ctx context.Context) ([]api.Sandbox, error) {
+	var out []api.Sandbox
+	return out, c.json(ctx, "GET", "/v1/sandboxes", nil, &out)
+}
+
+// SandboxAct stops (action stop) or removes (rm) an agent's sandbox.
+func (c *Client) SandboxAct(ctx context.Context, agent, action string, a api.SandboxAction) (api.SandboxActed, error) {
+	body, _ := json.Marshal(a)
+	var out api.SandboxActed
+	return out, c.json(ctx, "POST", "/v1/agents/"+url.PathEscape(agent)+"/sandbox/"+url.PathEscape(action), body, &out)
+}
+
+// PruneSandboxes removes the sandboxes nothing uses.
+func (c *Client) PruneSandboxes(ctx context.Context, a api.SandboxAction) (api.SandboxActed, error) {
+	body, _ := json.Marshal(a)
+	var out api.SandboxActed
+	return out, c.json(ctx, "POST", "/v1/sandboxes/prune", body, &out)
+}

@@ -128,7 +128,7 @@ func TestFeedAndQuery(t *testing.T) {
 			t.Errorf("%+v: %v", q, err)
 		}
 	}
-	if _, err := x.Find(Query{Decision: "maybe"}); err == nil || !strings.Contains(err.Error(), `bad query: no entry has decision "maybe" (there are: allow, deny, ask, reported, observed, signed, cleared)`) {
+	if _, err := x.Find(Query{Decision: "maybe"}); err == nil || !strings.Contains(err.Error(), `bad query: no entry has decision "maybe" (there are: allow, deny, ask, reported, observed, signed, cleared, acted)`) {
 		t.Errorf("a misspelt decision: %v", err)
 	}
 	if n, _ := x.Count(); n != 320 {

@@ -23,6 +23,10 @@ type Sandbox struct {
 	Backend string `yaml:"backend"`
 	// Kubernetes configures the kubernetes backend (docs/kubernetes.md).
 	Kubernetes *Kubernetes `yaml:"kubernetes"`
+	// RemoveOnExit removes the agents' sandboxes (never their workspaces)
+	// when serve stops, as serve --rm does; by default they keep running
+	// and the next serve adopts them.
+	RemoveOnExit bool `yaml:"removeOnExit"`
 }
 
 // Kubernetes is the kubernetes backend: sandbox pods on this gateway's node.

@@ -59,6 +59,9 @@ type Options struct {
 	Logger     *slog.Logger
 	// Ready, when set, is called once the admin API is listening.
 	Ready func()
+	// RemoveOnExit removes the agents' sandboxes when the daemon stops
+	// (serve --rm; gateway.sandbox.removeOnExit does the same).
+	RemoveOnExit bool
 }
 
 // Daemon is a running gateway: the parts Start wired, and what a reload
@@ -168,6 +171,7 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 		lastCosign,  // and the witnesses the checkpoint it writes as it closes
 		{name: "audit log", start: d.openAudit, stop: func(context.Context) error { return d.audit.Close() }},
 		{name: "gateway", start: d.wire},
+		{name: "sandboxes removed on exit", stop: d.removeOnExit}, // after the calls in flight, on the record
 		indexFollower,
 		fleetFollower,
 		cosigner,
@@ -199,7 +203,8 @@ func Start(ctx context.Context, opts Options) (*Daemon, error) {
 const shutdownTimeout = 30 * time.Second
 
 // Shutdown stops accepting requests, waits for calls in flight, then closes
-// the audit log. Sandboxes keep running: the next serve re-attaches to them.
+// the audit log. Sandboxes keep running, and the next serve re-attaches to
+// them, unless they are to be removed on exit.
 func (d *Daemon) Shutdown(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, shutdownTimeout)
 	defer cancel()

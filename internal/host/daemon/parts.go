@@ -30,7 +30,9 @@ import (
 	"github.com/toolgate/toolgate/internal/host/identity"
 	"github.com/toolgate/toolgate/internal/host/kubeagents"
 	"github.com/toolgate/toolgate/internal/host/ratelimit"
+	"github.com/toolgate/toolgate/internal/host/sandbox"
 	"github.com/toolgate/toolgate/internal/host/sandbox/docker"
+	"github.com/toolgate/toolgate/internal/host/sandbox/kube"
 	"github.com/toolgate/toolgate/internal/host/secrets"
 	"github.com/toolgate/toolgate/internal/host/session"
 	"github.com/toolgate/toolgate/internal/host/tracing"
@@ -87,25 +89,31 @@ func (d *Daemon) sandboxBackend() (backend, agentsClient service) {
 }
 
 func (d *Daemon) openSandboxes(ctx context.Context) (kubeREST *rest.Config, err error) {
-	cfg, log, opts := d.config(), d.log, d.opts
+	d.sandboxes, d.kube, kubeREST, d.client, err = openBackend(ctx, d.config(), d.opts.Home, d.log)
+	return kubeREST, err
+}
+
+// openBackend connects the backend cfg.Gateway.Sandbox.Backend chooses for
+// the home: kube and kubeREST are it with the kubernetes backend, client
+// the in-sandbox client binary the Docker backend mounts.
+func openBackend(ctx context.Context, cfg *config.Config, home string, log *slog.Logger) (b sandbox.Backend, k *kube.Manager, kubeREST *rest.Config, client string, err error) {
 	switch cfg.Gateway.Sandbox.Backend {
 	case config.BackendKubernetes:
 		// The in-sandbox client is in the sandbox image (kube.WriteImage).
-		if d.kube, kubeREST, err = newKube(ctx, cfg.Gateway.Sandbox.Kubernetes, log); err != nil {
-			return nil, err
+		if k, kubeREST, err = newKube(ctx, cfg.Gateway.Sandbox.Kubernetes, log); err != nil {
+			return nil, nil, nil, "", err
 		}
-		d.sandboxes = d.kube
+		return k, k, kubeREST, "", nil
 	default:
-		if d.client, err = ClientBinary(cfg); err != nil {
-			return nil, err
+		if client, err = ClientBinary(cfg); err != nil {
+			return nil, nil, nil, "", err
 		}
-		mgr, err := docker.New(ctx, docker.Options{Instance: docker.InstanceID(opts.Home), Logger: log})
+		mgr, err := docker.New(ctx, docker.Options{Instance: docker.InstanceID(home), Home: home, Logger: log})
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, "", err
 		}
-		d.sandboxes = mgr
+		return mgr, nil, nil, client, nil
 	}
-	return kubeREST, nil
 }
 
 // fleetPoll is how often the fleet copy looks for new audit entries.
@@ -475,7 +483,7 @@ func (d *Daemon) adminAPI() (listeners, api service) {
 	)
 	api = service{name: "admin API", start: func(context.Context) error {
 		srv := &adminapi.Server{Gateway: d.gw, Tokens: d.tokens, Status: d.status, Explain: d.explain, Approvals: d.approvals, Audit: d.index,
-			Checkpoint: d.checkpoint, Identity: d.identityOf, Tasks: d.sessions, Labels: d.sessions,
+			Checkpoint: d.checkpoint, Identity: d.identityOf, Tasks: d.sessions, Labels: d.sessions, Sandboxes: d.sandboxOps,
 			Observations: connlimit.Unbounded(d.hooks.Ingest()), // a transcript may be piped in as it is written
 			Sessions: connlimit.Unbounded(&agentloop.Server{Model: d.models, Gateway: d.gw, Skills: d.door, // a session runs for minutes
 				Store: agentloop.NewStore(agentloop.SessionsDir(d.opts.Home)), Config: d.config, HasKey: d.hasKey, Tasks: d.sessions})}

@@ -202,6 +202,7 @@ const (
 	VerdictObserved = api.VerdictObserved // a transcript's claim
 	VerdictSigned   = api.VerdictSigned   // a checkpoint of the audit log
 	VerdictCleared  = api.VerdictCleared  // a person cleared an agent's session labels
+	VerdictActed    = api.VerdictActed    // a person stopped or removed a sandbox
 )
 
 // Verdicts is every decision an entry can carry; Phases every phase.

@@ -154,9 +154,7 @@ check refuse a config whose examples fail; this command lists them all.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(rows); err != nil {
+				if err := printJSON(out, rows); err != nil {
 					return err
 				}
 			} else {
@@ -245,9 +243,7 @@ a call whose arguments were cut when recorded is marked approximate (~).`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(map[string]any{"summary": sum, "changes": changes})
+				return printJSON(out, map[string]any{"summary": sum, "changes": changes})
 			}
 			if maxRows > 0 && shown > maxRows {
 				fmt.Fprintf(out, "… %d more (--max 0 shows all)\n", shown-maxRows)

@@ -11,7 +11,7 @@ import (
 )
 
 func newSandboxCmd(g *cli.Globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "sandbox", Short: "Manage sandbox images"}
+	cmd := &cobra.Command{Use: "sandbox", Short: "Manage sandboxes and their images: ls, stop, rm, prune, image"}
 	var (
 		force   bool
 		profile string
@@ -91,5 +91,6 @@ linked (CGO_ENABLED=0), running toolgate-gateway serve.`,
 	image.Flags().StringVar(&oci, "oci", "", "write the image to `FILE` as an OCI archive (Kubernetes), not into Docker")
 	image.Flags().BoolVar(&gw, "gateway", false, "with --oci: the gateway's image (toolgate-gateway serve)")
 	cmd.AddCommand(image)
+	cmd.AddCommand(lifecycleCmds(g)...)
 	return cmd
 }

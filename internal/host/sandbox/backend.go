@@ -57,6 +57,17 @@ type Backend interface {
 	// Remove deletes the agent's sandbox, not its workspace; a later call
 	// makes it anew.
 	Remove(ctx context.Context, agent string) error
+	// Stop stops the agent's sandbox, keeping it where the backend can
+	// (a stopped container; a pod cannot stop, so it is deleted, its
+	// workspace claim kept): a later call starts it again. Calls in
+	// flight in it are cut.
+	Stop(ctx context.Context, agent string) error
+	// Find lists every toolgate sandbox the backend holds, of this home
+	// and of others (Found), for `toolgate sandbox ls` and prune.
+	Find(ctx context.Context) ([]Found, error)
+	// RemoveFound deletes a sandbox Find gave, of any home: never a
+	// workspace, and never anything Find would not list.
+	RemoveFound(ctx context.Context, f Found) error
 	// Status reports each configured agent's sandbox, in agent order:
 	// StateMissing when there is none, else its id and the backend's state.
 	Status(ctx context.Context) ([]Status, error)

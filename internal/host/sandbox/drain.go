@@ -60,6 +60,13 @@ func (c *Calls) Leave() {
 	c.mu.Unlock()
 }
 
+// Running is how many calls run in the sandbox now.
+func (c *Calls) Running() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running
+}
+
 // hold stops new calls from starting; idle is closed once none runs. ok is
 // false when a hold is in place already.
 func (c *Calls) hold() (idle <-chan struct{}, ok bool) {

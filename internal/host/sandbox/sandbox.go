@@ -195,6 +195,7 @@ type Status struct {
 	StartedAt   time.Time
 	Error       string // why it failed to start
 	Waiting     int    // calls waiting for their turn in its queue (Queue)
+	InFlight    int    // calls running in it (Calls)
 }
 
 // States every backend reports alike (Status); others are the backend's.

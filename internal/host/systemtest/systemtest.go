@@ -260,8 +260,9 @@ func Out(res *gateway.Result, key string) any {
 // ServeProcess stops the in-process daemon (if one runs) and runs the
 // home's gateway as a person does, `toolgate serve` in a process of its own
 // (killed at the end of the test); it returns the process and a client once
-// the admin API answers. The sandboxes stay up across the switch.
-func (e *Env) ServeProcess() (*exec.Cmd, *adminclient.Client) {
+// the admin API answers. The sandboxes stay up across the switch. flags
+// are serve's (--rm).
+func (e *Env) ServeProcess(flags ...string) (*exec.Cmd, *adminclient.Client) {
 	e.T.Helper()
 	if e.Daemon != nil {
 		if err := e.Daemon.Shutdown(context.Background()); err != nil {
@@ -270,7 +271,7 @@ func (e *Env) ServeProcess() (*exec.Cmd, *adminclient.Client) {
 		e.Daemon = nil
 	}
 	toolgate, _ := testenv.Binaries(e.T)
-	cmd := exec.Command(toolgate, "--home", e.Home, "serve")
+	cmd := exec.Command(toolgate, append([]string{"--home", e.Home, "serve"}, flags...)...)
 	if err := cmd.Start(); err != nil {
 		e.T.Fatal(err)
 	}

@@ -50,10 +50,11 @@ const (
 	VerdictObserved = "observed" // a transcript's claim
 	VerdictSigned   = "signed"   // a checkpoint of the audit log
 	VerdictCleared  = "cleared"  // a person cleared an agent's session labels
+	VerdictActed    = "acted"    // a person stopped or removed a sandbox
 )
 
 // Verdicts is every decision an entry can carry.
-var Verdicts = []string{VerdictAllow, VerdictDeny, VerdictAsk, VerdictReported, VerdictObserved, VerdictSigned, VerdictCleared}
+var Verdicts = []string{VerdictAllow, VerdictDeny, VerdictAsk, VerdictReported, VerdictObserved, VerdictSigned, VerdictCleared, VerdictActed}
 
 // Entry is one audit line. Field order is the order on disk; Prev and Hash are
 // filled by the audit writer, which owns the chain.

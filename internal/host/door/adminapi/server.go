@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host/auth"
 	"github.com/toolgate/toolgate/internal/host/connlimit"
 	"github.com/toolgate/toolgate/internal/host/gateway"
+	"github.com/toolgate/toolgate/internal/host/sandbox/lifecycle"
 	"github.com/toolgate/toolgate/internal/host/wire"
 	"github.com/toolgate/toolgate/internal/proto"
 	"github.com/toolgate/toolgate/internal/proto/api"
@@ -61,6 +62,9 @@ type Server struct {
 	}
 	// Labels shows and clears agents' session labels; nil: not served.
 	Labels Labels
+	// Sandboxes lists, stops and removes the sandboxes, each action
+	// recorded as asked by by; nil: not served.
+	Sandboxes func(by string) *lifecycle.Ops
 }
 
 // Handler returns the routes, each behind the admin token.
@@ -82,6 +86,11 @@ func (s *Server) Handler() http.Handler {
 	if s.Labels != nil {
 		mux.Handle("GET /v1/agents/{agent}/labels", s.admin(s.listLabels))
 		mux.Handle("POST /v1/agents/{agent}/labels/clear", s.admin(s.clearLabels))
+	}
+	if s.Sandboxes != nil {
+		mux.Handle("GET /v1/sandboxes", s.admin(s.listSandboxes))
+		mux.Handle("POST /v1/sandboxes/prune", s.admin(s.pruneSandboxes))
+		mux.Handle("POST /v1/agents/{agent}/sandbox/{action}", s.admin(s.actOnSandbox))
 	}
 	if s.Audit != nil {
 		mux.Handle("GET /v1/audit/entries", s.admin(s.auditEntries))

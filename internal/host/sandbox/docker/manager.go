@@ -40,7 +40,13 @@ const (
 	// LabelInstance names the gateway home that owns the container: two
 	// homes on one host may both have an agent called demo.
 	LabelInstance = "toolgate.instance"
-	NamePrefix    = "toolgate-"
+	// LabelHome is that home's path, so that prune can tell a home that is
+	// gone (its sandboxes left behind) from one that is not.
+	LabelHome = "toolgate.home"
+	// LabelRuntime is the OCI runtime the container runs under, when the
+	// agent names one (runsc): Engine listings do not say.
+	LabelRuntime = "toolgate.runtime"
+	NamePrefix   = "toolgate-"
 )
 
 // specVersion is part of every spec hash: bump it when the container layout
@@ -58,6 +64,9 @@ type Options struct {
 	// same Engine (InstanceID of the home); it is part of every container
 	// name and label. Empty: DefaultInstance.
 	Instance string
+	// Home is the path of the home the instance is, labelled on every
+	// container (LabelHome).
+	Home string
 	// Logger gets debug notes (executor fallbacks); nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -79,6 +88,7 @@ var validInstance = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCom
 type Manager struct {
 	cli      *client.Client
 	instance string
+	home     string
 	log      *slog.Logger
 
 	agents *sandbox.Registry[Sandbox]
@@ -108,6 +118,13 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Home != "" {
+		abs, err := filepath.Abs(opts.Home)
+		if err != nil {
+			return nil, err
+		}
+		opts.Home = filepath.Clean(abs)
+	}
 	copts := []client.Opt{client.FromEnv}
 	if opts.Host != "" {
 		copts = append(copts, client.WithHost(opts.Host))
@@ -124,6 +141,7 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 	m := &Manager{
 		cli:      cli,
 		instance: opts.Instance,
+		home:     opts.Home,
 		log:      opts.Logger,
 		started:  map[string]time.Time{},
 	}
@@ -382,6 +400,9 @@ func (m *Manager) containerConfig(ctx context.Context, spec sandbox.AgentSpec, s
 		WorkingDir: proto.WorkspacePath,
 		Labels:     map[string]string{LabelManaged: "true", LabelAgent: spec.Agent, LabelInstance: m.instance},
 	}
+	if m.home != "" {
+		cfg.Labels[LabelHome] = m.home
+	}
 	init := false
 	hc := &container.HostConfig{
 		NetworkMode:    "none",
@@ -570,7 +591,7 @@ func (m *Manager) findByName(ctx context.Context, name string) (*container.Summa
 func (m *Manager) Status(ctx context.Context) ([]sandbox.Status, error) {
 	var cs map[string]*container.Summary
 	out, err := m.agents.Status(func(a string, b *Sandbox) (sandbox.Status, error) {
-		st := sandbox.Status{Agent: a, Waiting: b.h.Queue().Waiting()}
+		st := sandbox.Status{Agent: a, Waiting: b.h.Queue().Waiting(), InFlight: b.calls.Running()}
 		var err error
 		if st.State, err = b.boot.state(); err != nil {
 			st.Error = err.Error()

@@ -157,6 +157,9 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 // Client is the API client, for diagnostics and tests.
 func (m *Manager) Client() kubernetes.Interface { return m.cs }
 
+// Instance is the id that names and labels this manager's pods.
+func (m *Manager) Instance() string { return m.instance }
+
 // PodName is the agent's pod in this instance.
 func (m *Manager) PodName(agent string) string { return objectName(m.instance, agent, "") }
 
@@ -563,7 +566,7 @@ func (m *Manager) Status(ctx context.Context) ([]sandbox.Status, error) {
 	return m.agents.Status(func(agent string, b *Sandbox) (sandbox.Status, error) {
 		st, err := m.podStatus(ctx, agent)
 		st.State = strings.ToLower(st.State)
-		st.Waiting = b.h.Queue().Waiting()
+		st.Waiting, st.InFlight = b.h.Queue().Waiting(), b.calls.Running()
 		return st, err
 	})
 }

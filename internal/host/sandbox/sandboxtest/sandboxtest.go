@@ -64,6 +64,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("stream", func(t *testing.T) { s.stream(t, s.sandbox(t, ex.Agent)) })
 	t.Run("lost", s.lost)
 	t.Run("remove", s.remove)
+	t.Run("stop and find", s.stopAndFind)
 	t.Run("sync", s.sync)
 	t.Run("up", s.up)
 	t.Run("status", s.status)
@@ -566,6 +567,58 @@ func (s *suite) remove(t *testing.T) {
 	}
 	if err := s.h.Backend.Remove(ctx, "no-such-agent"); err != nil {
 		t.Fatalf("removing what is not there: %v", err)
+	}
+}
+
+// stopAndFind: Find lists the agent's sandbox as Status names it; Stop
+// stops it (a container stays, a pod goes), not its workspace, and the
+// next call starts it again; RemoveFound removes what Find gave, once.
+func (s *suite) stopAndFind(t *testing.T) {
+	spec := s.agent(t, "life")
+	ctx := context.Background()
+	sb := s.sandbox(t, spec.Agent)
+	must(t, sb, "sh", "-c", "echo kept > /workspace/kept")
+	found := func() sandbox.Found {
+		t.Helper()
+		all, err := s.h.Backend.Find(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := s.row(t, spec.Agent).ContainerID
+		for _, f := range all {
+			if f.Agent == spec.Agent && f.ID == id {
+				return f
+			}
+		}
+		t.Fatalf("Find does not list %s's sandbox %s: %+v", spec.Agent, id, all)
+		return sandbox.Found{}
+	}
+	if f := found(); f.State != sandbox.StateRunning || f.Instance == "" || f.Name == "" || f.Created.IsZero() {
+		t.Fatalf("found: %+v", f)
+	}
+	if err := s.h.Backend.Stop(ctx, spec.Agent); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.row(t, spec.Agent); st.State == sandbox.StateRunning {
+		t.Fatalf("status after Stop: %+v", st)
+	}
+	if r := must(t, sb, "cat", "/workspace/kept"); r.stdout != "kept\n" {
+		t.Fatalf("after Stop: %+v %q", r.out, r.stderr)
+	}
+	if st := s.row(t, spec.Agent); st.State != sandbox.StateRunning {
+		t.Fatalf("status after the call: %+v", st)
+	}
+	f := found()
+	for range 2 { // the second finds nothing to remove
+		if err := s.h.Backend.RemoveFound(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.row(t, spec.Agent); st.State != sandbox.StateMissing {
+		t.Fatalf("status after RemoveFound: %+v", st)
+	}
+	if err := s.h.Backend.Stop(ctx, "no-such-agent"); err != nil {
+		t.Fatalf("stopping what is not there: %v", err)
 	}
 }
 
