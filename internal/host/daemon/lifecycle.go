@@ -28,10 +28,7 @@ func (d *Daemon) sandboxOps(by string) *lifecycle.Ops {
 
 // opsFor is the lifecycle of the sandboxes of cfg's agents on b.
 func opsFor(cfg *config.Config, b sandbox.Backend, record func(agent, tool string, detail map[string]any) (string, error)) *lifecycle.Ops {
-	ops := &lifecycle.Ops{Backend: b, Name: config.BackendDocker, Home: cfg.Home, Workspaces: map[string]string{}, Record: record}
-	if i, ok := b.(interface{ Instance() string }); ok {
-		ops.Instance = i.Instance()
-	}
+	ops := &lifecycle.Ops{Backend: b, Name: config.BackendDocker, Instance: b.Instance(), Home: cfg.Home, Workspaces: map[string]string{}, Record: record}
 	if cfg.Gateway.Sandbox.Backend == config.BackendKubernetes {
 		ops.Name = config.BackendKubernetes
 	}

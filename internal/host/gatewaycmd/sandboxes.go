@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/cli/adminclient"
 	"github.com/toolgate/toolgate/internal/host/daemon"
+	"github.com/toolgate/toolgate/internal/host/sandbox"
 	"github.com/toolgate/toolgate/internal/host/sandbox/lifecycle"
 	"github.com/toolgate/toolgate/internal/lib/textsafe"
 	"github.com/toolgate/toolgate/internal/proto/api"
@@ -57,10 +58,7 @@ func (s sandboxes) act(ctx context.Context, agent, action string, a api.SandboxA
 	if s.c != nil {
 		return s.c.SandboxAct(ctx, agent, action, a)
 	}
-	if action == "stop" {
-		return s.ops.Stop(ctx, agent, a)
-	}
-	return s.ops.Remove(ctx, agent, a)
+	return s.ops.Act(ctx, action, agent, a)
 }
 
 func (s sandboxes) prune(ctx context.Context, a api.SandboxAction) (api.SandboxActed, error) {
@@ -171,7 +169,7 @@ func printSandboxes(w io.Writer, rows []api.Sandbox, now time.Time) {
 	fmt.Fprintln(tw, "AGENT\tPLACE\tSTATE\tRUNTIME\tIMAGE\tAGE\tWORKSPACE\tCALLS\tNAME")
 	for _, r := range rows {
 		place := r.Place
-		if r.Home != "" && r.Place != "configured" && r.Place != "not configured" {
+		if r.Home != "" && r.Place != sandbox.PlaceHere && r.Place != sandbox.PlaceUnused {
 			place += " " + r.Home
 		}
 		runtime := r.Runtime
@@ -187,7 +185,7 @@ func printSandboxes(w io.Writer, rows []api.Sandbox, now time.Time) {
 			size = bytesOf(r.WorkspaceBytes)
 		}
 		calls := "-"
-		if r.Place == "configured" {
+		if r.Place == sandbox.PlaceHere {
 			calls = fmt.Sprintf("%d", r.InFlight)
 			if r.Waiting > 0 {
 				calls += fmt.Sprintf(" (+%d waiting)", r.Waiting)

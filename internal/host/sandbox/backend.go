@@ -68,6 +68,9 @@ type Backend interface {
 	// RemoveFound deletes a sandbox Find gave, of any home: never a
 	// workspace, and never anything Find would not list.
 	RemoveFound(ctx context.Context, f Found) error
+	// Instance is the id that marks this home's sandboxes on the backend
+	// (Found.Instance).
+	Instance() string
 	// Status reports each configured agent's sandbox, in agent order:
 	// StateMissing when there is none, else its id and the backend's state.
 	Status(ctx context.Context) ([]Status, error)

@@ -22,7 +22,7 @@ type Found struct {
 	Name    string // container or pod name
 	Image   string
 	State   string
-	Runtime string // the OCI runtime (runc, runsc); empty: the backend's default
+	Runtime string // the runtime it runs under (a pod's RuntimeClass); empty: the backend's default
 	// Workspace is the host directory mounted at /workspace, when the
 	// backend has one there (Docker; a pod's is a claim).
 	Workspace string

@@ -242,19 +242,12 @@ func TestSandboxLifecycle(t *testing.T) {
 // instanceOf is the instance id of e's home, as its sandboxes are labelled.
 func instanceOf(t *testing.T, e *Env) string {
 	t.Helper()
-	out, code := e.CLI("", "sandbox", "ls", "--json")
-	if code != 0 {
-		t.Fatal(out)
-	}
-	var rows []api.Sandbox
-	if err := json.Unmarshal([]byte(out), &rows); err != nil {
-		t.Fatal(err)
-	}
+	rows := sandboxRows(t, e)
 	for _, r := range rows {
 		if r.Place == sandbox.PlaceHere {
 			return r.Instance
 		}
 	}
-	t.Fatalf("no sandbox of home %s: %s", e.Home, out)
+	t.Fatalf("no sandbox of home %s: %+v", e.Home, rows)
 	return ""
 }

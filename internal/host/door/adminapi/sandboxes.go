@@ -1,7 +1,6 @@
 package adminapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -24,32 +23,29 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	wire.WriteJSON(w, rows)
 }
 
-// actOnSandbox runs stop, rm or prune with the request's options.
-func (s *Server) actOnSandbox(w http.ResponseWriter, r *http.Request) {
-	var in api.SandboxAction
+// sandboxAction reads a stop's, rm's or prune's options; an empty body
+// asks for none. ok false: the request is answered (400).
+func sandboxAction(w http.ResponseWriter, r *http.Request) (in api.SandboxAction, ok bool) {
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAnswer)).Decode(&in); err != nil && !errors.Is(err, io.EOF) {
 		wire.WriteError(w, http.StatusBadRequest, &api.Error{Code: "bad_request", Message: "the body is not a sandbox action: " + err.Error()})
+		return in, false
+	}
+	return in, true
+}
+
+// actOnSandbox runs stop or rm with the request's options.
+func (s *Server) actOnSandbox(w http.ResponseWriter, r *http.Request) {
+	in, ok := sandboxAction(w, r)
+	if !ok {
 		return
 	}
-	ops := s.Sandboxes(adminOf(r))
-	var do func(ctx context.Context, agent string, a api.SandboxAction) (api.SandboxActed, error)
-	switch r.PathValue("action") {
-	case "stop":
-		do = ops.Stop
-	case "rm":
-		do = ops.Remove
-	default:
-		wire.WriteError(w, http.StatusNotFound, &api.Error{Code: "not_found", Message: "no such sandbox action " + r.PathValue("action") + " (stop, rm)"})
-		return
-	}
-	ans, err := do(r.Context(), r.PathValue("agent"), in)
+	ans, err := s.Sandboxes(adminOf(r)).Act(r.Context(), r.PathValue("action"), r.PathValue("agent"), in)
 	writeActed(w, ans, err)
 }
 
 func (s *Server) pruneSandboxes(w http.ResponseWriter, r *http.Request) {
-	var in api.SandboxAction
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAnswer)).Decode(&in); err != nil && !errors.Is(err, io.EOF) {
-		wire.WriteError(w, http.StatusBadRequest, &api.Error{Code: "bad_request", Message: "the body is not a prune: " + err.Error()})
+	in, ok := sandboxAction(w, r)
+	if !ok {
 		return
 	}
 	ans, err := s.Sandboxes(adminOf(r)).Prune(r.Context(), in)
@@ -62,7 +58,7 @@ func writeActed(w http.ResponseWriter, ans api.SandboxActed, err error) {
 	switch {
 	case err == nil:
 		wire.WriteJSON(w, ans)
-	case errors.Is(err, lifecycle.ErrUnknownAgent):
+	case errors.Is(err, lifecycle.ErrUnknownAgent), errors.Is(err, lifecycle.ErrNoAction):
 		wire.WriteError(w, http.StatusNotFound, &api.Error{Code: "not_found", Message: err.Error()})
 	case errors.Is(err, lifecycle.ErrBusy):
 		wire.WriteError(w, http.StatusConflict, &api.Error{Code: "conflict", Message: err.Error()})

@@ -34,7 +34,7 @@ func (m *Manager) Find(ctx context.Context) ([]sandbox.Found, error) {
 	for _, c := range res.Items {
 		f := sandbox.Found{
 			Agent: c.Labels[LabelAgent], Instance: c.Labels[LabelInstance], Home: c.Labels[LabelHome],
-			ID: c.ID, Image: c.Image, State: string(c.State), Runtime: c.Labels[LabelRuntime],
+			ID: c.ID, Image: c.Image, State: string(c.State),
 			Created: time.Unix(c.Created, 0),
 		}
 		if len(c.Names) > 0 {

@@ -42,11 +42,8 @@ const (
 	LabelInstance = "toolgate.instance"
 	// LabelHome is that home's path, so that prune can tell a home that is
 	// gone (its sandboxes left behind) from one that is not.
-	LabelHome = "toolgate.home"
-	// LabelRuntime is the OCI runtime the container runs under, when the
-	// agent names one (runsc): Engine listings do not say.
-	LabelRuntime = "toolgate.runtime"
-	NamePrefix   = "toolgate-"
+	LabelHome  = "toolgate.home"
+	NamePrefix = "toolgate-"
 )
 
 // specVersion is part of every spec hash: bump it when the container layout
@@ -123,7 +120,7 @@ func New(ctx context.Context, opts Options) (*Manager, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts.Home = filepath.Clean(abs)
+		opts.Home = abs
 	}
 	copts := []client.Opt{client.FromEnv}
 	if opts.Host != "" {

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/toolgate/toolgate/internal/host/sandbox"
 	"github.com/toolgate/toolgate/internal/proto/api"
@@ -23,6 +22,7 @@ var (
 	ErrUnknownAgent = errors.New("no such agent")
 	ErrBusy         = errors.New("calls in flight")
 	ErrNotRecorded  = errors.New("not recorded")
+	ErrNoAction     = errors.New("no such sandbox action")
 )
 
 // Actions, as recorded (the entry's tool).
@@ -110,6 +110,18 @@ func (o *Ops) agent(ctx context.Context, agent string) (api.Sandbox, bool, error
 		}
 	}
 	return api.Sandbox{Agent: agent, Place: sandbox.PlaceHere, Instance: o.Instance, Backend: o.Name, State: sandbox.StateMissing, WorkspaceBytes: -1}, false, nil
+}
+
+// Act runs the action named stop or rm (the admin API's and the
+// command's word) on the agent's sandbox.
+func (o *Ops) Act(ctx context.Context, action, agent string, a api.SandboxAction) (api.SandboxActed, error) {
+	switch action {
+	case "stop":
+		return o.Stop(ctx, agent, a)
+	case "rm":
+		return o.Remove(ctx, agent, a)
+	}
+	return api.SandboxActed{}, fmt.Errorf("%w %q (stop, rm)", ErrNoAction, action)
 }
 
 // Stop stops the agent's sandbox; its next call starts it again. With
@@ -234,8 +246,8 @@ func (o *Ops) under(dir string) bool {
 	if dir == "" || o.Home == "" {
 		return false
 	}
-	rel, err := filepath.Rel(filepath.Clean(o.Home), filepath.Clean(dir))
-	return err == nil && rel != "." && !filepath.IsAbs(rel) && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+	rel, err := filepath.Rel(o.Home, dir)
+	return err == nil && rel != "." && filepath.IsLocal(rel)
 }
 
 // RemoveAll removes the sandboxes of every configured agent (serve --rm,
