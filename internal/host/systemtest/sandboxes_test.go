@@ -162,20 +162,29 @@ func TestSandboxLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Other tests' finished homes may have left sandboxes behind on the
+	// same Engine: prune lists them too, so the checks name this test's.
 	rows = sandboxRows(t, e)
-	if r, ok := rowOf(rows, otherInstance, other.Agents[0]); !ok || r.Place != sandbox.PlaceLeftBehind {
-		t.Fatalf("the gone home's sandbox: %+v", r)
+	ro, ok := rowOf(rows, otherInstance, other.Agents[0])
+	if !ok || ro.Place != sandbox.PlaceLeftBehind {
+		t.Fatalf("the gone home's sandbox: %+v", ro)
 	}
-	if r, ok := rowOf(rows, inst, b); !ok || r.Place != sandbox.PlaceUnused {
-		t.Fatalf("b, no longer configured: %+v", r)
+	rb, ok := rowOf(rows, inst, b)
+	if !ok || rb.Place != sandbox.PlaceUnused {
+		t.Fatalf("b, no longer configured: %+v", rb)
 	}
 	bws := filepath.Join(e.Home, "agents", b, "workspace")
 	out, code := e.CLI("", "sandbox", "prune", "--dry-run", "--workspaces")
-	if code != 0 || strings.Count(out, "would remove") != 2 || !strings.Contains(out, "would delete workspace "+bws) {
+	if code != 0 || !strings.Contains(out, "would remove "+ro.Name+" (agent "+ro.Agent+", left behind)") ||
+		!strings.Contains(out, "would remove "+rb.Name+" (agent "+b+", not configured)") ||
+		strings.Count(out, "would delete workspace ") != 1 || !strings.Contains(out, "would delete workspace "+bws) ||
+		strings.Contains(out, ra.Name) || strings.Contains(out, ", configured)") || strings.Contains(out, ", other home)") {
 		t.Fatalf("prune --dry-run: %d %s", code, out)
 	}
-	if _, ok := rowOf(sandboxRows(t, e), otherInstance, other.Agents[0]); !ok {
-		t.Fatal("a dry run removed a sandbox")
+	for _, r := range []api.Sandbox{ro, rb} {
+		if _, ok := sandboxRows(t, e)[r.Name]; !ok {
+			t.Fatalf("a dry run removed %s", r.Name)
+		}
 	}
 	out, code = e.CLI("", "sandbox", "prune")
 	if code != 0 || !strings.Contains(out, "not on its audit record") {
